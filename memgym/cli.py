@@ -1,0 +1,225 @@
+"""The ``memgym`` command.
+
+    memgym envs                                  list the registered environments
+    memgym play tmaze --corridor-length 10       play T-Maze in the terminal
+    memgym demo --corridor-length 20             scripted vs random policy on T-Maze
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+import numpy as np
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# memgym envs
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    from memgym.envs import registered_ids
+
+    rows = []
+    for env_id in registered_ids():
+        try:
+            env = gym.make(env_id)
+            rows.append((env_id, str(env.observation_space), str(env.action_space)))
+            env.close()
+        except ImportError as error:  # an optional extra is missing
+            rows.append((env_id, f"(unavailable: {error})", ""))
+    width = max(len(r[0]) for r in rows)
+    obs_width = max(len(r[1]) for r in rows)
+    print(f"{'id':<{width}}  {'observation space':<{obs_width}}  action space")
+    for env_id, obs, act in rows:
+        print(f"{env_id:<{width}}  {obs:<{obs_width}}  {act}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# memgym play tmaze
+
+_KEYS = {"w": 0, "s": 1, "a": 2, "d": 3, "\x1b[A": 0, "\x1b[B": 1, "\x1b[D": 2, "\x1b[C": 3}
+_QUIT = "quit"
+
+
+def read_keys(stream: TextIO) -> Iterator[str]:
+    """Yield T-Maze key presses read from ``stream``: ``w/a/s/d`` and arrow-key escape
+    sequences as themselves, ``quit`` for ``q``, Ctrl-C, Ctrl-D or end of input.
+    Other characters are ignored."""
+    while True:
+        char = stream.read(1)
+        if char in ("", "q", "Q", "\x03", "\x04"):
+            yield _QUIT
+            return
+        if char == "\x1b":
+            sequence = char + stream.read(2)
+            if sequence in _KEYS:
+                yield sequence
+            continue
+        if char.lower() in _KEYS:
+            yield char.lower()
+
+
+@contextmanager
+def _cbreak(stream: TextIO) -> Iterator[None]:
+    """Single-key input without echo while inside, when ``stream`` is a terminal."""
+    if not stream.isatty():
+        yield
+        return
+    import termios
+    import tty
+
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def play_tmaze(
+    corridor_length: int,
+    seed: int | None,
+    keys: Iterator[str],
+    write: Callable[[str], object],
+    max_episode_steps: int = 1000,
+) -> tuple[int, int]:
+    """Play T-Maze from ``keys``; returns ``(episodes finished, successes)``."""
+    from memgym.envs.tmaze import ACTION_NAMES, TMazeEnv
+
+    env = TMazeEnv(corridor_length=corridor_length, max_episode_steps=max_episode_steps, render_mode="ansi")
+    env.reset(seed=seed)
+    episodes = successes = 0
+    episode_return = 0.0
+    write("T-Maze: remember the cue, walk up the corridor, turn the right way.\n")
+    write("keys: w/up-arrow forward, s/down-arrow back, a/left-arrow left, d/right-arrow right, q quit\n\n")
+    write(env.render())
+    for key in keys:
+        if key == _QUIT:
+            break
+        action = _KEYS[key]
+        _, reward, terminated, truncated, info = env.step(action)
+        episode_return += reward
+        write(f"\n{ACTION_NAMES[action]}: reward {reward:+.1f}\n")
+        write(env.render())
+        if terminated or truncated:
+            episodes += 1
+            successes += int(info["success"])
+            outcome = "correct turn!" if info["success"] else ("time out" if truncated else "wrong turn")
+            write(f"\nEpisode over: {outcome}  return {episode_return:.1f}  ({successes}/{episodes} successes)\n")
+            write("New episode.\n\n")
+            env.reset()
+            episode_return = 0.0
+            write(env.render())
+    write(f"\nBye: {successes}/{episodes} episodes won.\n")
+    return episodes, successes
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    if args.game != "tmaze":
+        print(f"memgym play: unknown game {args.game!r}; available: tmaze", file=sys.stderr)
+        return 2
+    try:
+        with _cbreak(sys.stdin):
+            play_tmaze(args.corridor_length, args.seed, read_keys(sys.stdin), sys.stdout.write)
+    except KeyboardInterrupt:
+        print("\nBye.")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# memgym demo
+
+
+def scripted_tmaze_policy(obs: np.ndarray, begin: bool, memory: int, at_junction: bool) -> tuple[int, int]:
+    """The optimal T-Maze policy: remember the cue, go up, turn to the cued side.
+    Returns ``(action, memory)``; ``memory`` holds the goal side (0 left, 1 right)."""
+    if begin:
+        memory = 1 if obs[0] == 1.0 else 0
+    if at_junction:
+        return 2 + memory, memory
+    return 0, memory
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from memgym.envs.tmaze import TMazeEnv
+
+    rng = np.random.default_rng(args.seed)
+    print(f"T-Maze, corridor length {args.corridor_length}, {args.episodes} episodes per policy")
+    print(f"{'policy':<10} {'success rate':>12} {'mean return':>12} {'mean length':>12}")
+    for name in ("scripted", "random"):
+        env = TMazeEnv(corridor_length=args.corridor_length)
+        successes, returns, lengths = 0, [], []
+        for episode in range(args.episodes):
+            obs, _ = env.reset(seed=args.seed + episode)
+            begin, memory, done, total, steps = True, 0, False, 0.0, 0
+            while not done:
+                if name == "scripted":
+                    at_junction = env.position == env.corridor_length - 1
+                    action, memory = scripted_tmaze_policy(obs, begin, memory, at_junction)
+                else:
+                    action = int(rng.integers(4))
+                obs, reward, terminated, truncated, info = env.step(action)
+                begin, done = False, terminated or truncated
+                total += reward
+                steps += 1
+            successes += int(info["success"])
+            returns.append(total)
+            lengths.append(steps)
+        print(f"{name:<10} {successes / args.episodes:>12.2f} {np.mean(returns):>12.2f} {np.mean(lengths):>12.1f}")
+    print("The scripted policy remembers the cue; the random one wanders, times out, and turns either way at random.")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memgym", description="Memory tasks and agents for reinforcement learning.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    envs = sub.add_parser("envs", help="list the registered environments and their spaces")
+    envs.set_defaults(func=cmd_envs)
+
+    play = sub.add_parser("play", help="play an environment in the terminal")
+    play.add_argument("game", help="the game to play (tmaze)")
+    play.add_argument("--corridor-length", type=_positive_int, default=10)
+    play.add_argument("--seed", type=int, default=None)
+    play.set_defaults(func=cmd_play)
+
+    demo = sub.add_parser("demo", help="T-Maze with a scripted and a random policy")
+    demo.add_argument("--corridor-length", type=_positive_int, default=20)
+    demo.add_argument("--episodes", type=_positive_int, default=100)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as error:  # bad configuration: say what is wrong, no traceback
+        print(f"memgym {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
