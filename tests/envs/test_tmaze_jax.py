@@ -1,0 +1,206 @@
+"""The pure-JAX T-Maze twin: functional API, vmapping over corridor lengths, parity with Gymnasium."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memgym  # noqa: F401
+from memgym.envs.tmaze import TMazeEnv
+from memgym.envs.tmaze_jax import TMazeJax, make_gymnasium_tmaze, tmaze_params
+
+ENV = TMazeJax()
+STEP_ENV = jax.jit(ENV.step_env)
+RESET = jax.jit(ENV.reset)
+
+
+def test_check_env_on_the_adapter():
+    check_env(gym.make("memgym/TMazeJax-v0", corridor_length=6, render_mode="ansi").unwrapped, skip_render_check=False)
+
+
+def test_adapter_renders_like_the_gymnasium_env():
+    adapter = make_gymnasium_tmaze(corridor_length=9, render_mode="rgb_array")
+    adapter.reset(seed=0)
+    goal = int(adapter.state.goal)
+    native = TMazeEnv(corridor_length=9, render_mode="rgb_array")
+    native.reset(seed=0, options={"goal": goal})
+    np.testing.assert_array_equal(adapter.render(), native.render())
+    with pytest.raises(ValueError, match="render_mode"):
+        make_gymnasium_tmaze(corridor_length=9, render_mode="human")
+
+
+def _run_jax(length: int, actions: np.ndarray, seed: int, max_steps: int = 1000):
+    """Step the twin (no auto-reset) until the episode ends or the actions run out."""
+    params = tmaze_params(corridor_length=length, max_episode_steps=max_steps)
+    key = jax.random.key(seed)
+    key, k = jax.random.split(key)
+    obs, state = RESET(k, params)
+    out = dict(obs=[np.asarray(obs)], position=[0], reward=[], terminated=[], truncated=[], success=[])
+    for action in actions:
+        key, k = jax.random.split(key)
+        obs, state, reward, terminated, truncated, info = STEP_ENV(k, state, action, params)
+        out["obs"].append(np.asarray(obs))
+        out["position"].append(int(state.position))
+        out["reward"].append(np.float32(reward))
+        out["terminated"].append(bool(terminated))
+        out["truncated"].append(bool(truncated))
+        out["success"].append(bool(info["success"]))
+        if terminated or truncated:
+            break
+    return out, int(state.goal)
+
+
+def _run_gym(length: int, actions, goal: int, max_steps: int = 1000):
+    env = TMazeEnv(corridor_length=length, max_episode_steps=max_steps)
+    obs, _ = env.reset(seed=0, options={"goal": goal})
+    out = dict(obs=[obs], position=[0], reward=[], terminated=[], truncated=[], success=[])
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(int(action))
+        out["obs"].append(obs)
+        out["position"].append(env.position)
+        out["reward"].append(np.float32(reward))
+        out["terminated"].append(terminated)
+        out["truncated"].append(truncated)
+        out["success"].append(info["success"])
+        if terminated or truncated:
+            break
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    length=st.integers(1, 256),
+    seed=st.integers(0, 2**16),
+    max_steps=st.integers(1, 80),
+    data=st.data(),
+)
+def test_parity_with_gymnasium_version(length, seed, max_steps, data):
+    """Same cue + same actions ⇒ same positions, gray codes, cue bits, rewards, flags, success."""
+    # Bias actions towards 'up' so that long corridors are actually traversed.
+    actions = np.array(
+        data.draw(st.lists(st.sampled_from([0, 0, 0, 0, 1, 2, 3]), min_size=1, max_size=80)), dtype=np.int32
+    )
+    jax_out, goal = _run_jax(length, actions, seed, max_steps)
+    gym_out = _run_gym(length, actions, goal, max_steps)
+    for field in ("position", "reward", "terminated", "truncated", "success"):
+        assert jax_out[field] == gym_out[field], field
+    for a, b in zip(jax_out["obs"], gym_out["obs"], strict=True):
+        np.testing.assert_array_equal(a[:10], b[:10])  # cue + gray code (distractors are random)
+
+
+def test_parity_on_full_optimal_and_wrong_episodes():
+    for length in (1, 2, 120, 200, 256):
+        for turn_offset in (0, 1):
+            _, goal = _run_jax(length, np.array([], np.int32), seed=length)
+            actions = np.array([0] * (length - 1) + [2 + (goal ^ turn_offset)], dtype=np.int32)
+            jax_out, _ = _run_jax(length, actions, seed=length)
+            gym_out = _run_gym(length, actions, goal)
+            assert jax_out["success"][-1] == (turn_offset == 0) == gym_out["success"][-1]
+            assert jax_out["reward"] == gym_out["reward"]
+
+
+def _rollout(params, key, policy: str, steps: int):
+    """Auto-reset rollout of a batch of envs (``params`` batched) inside one jit."""
+    n = params.corridor_length.shape[0]
+
+    @jax.jit
+    def run(key):
+        keys = jax.random.split(key, n)
+        obs, state = jax.vmap(ENV.reset)(keys, params)
+
+        def body(carry, key):
+            obs, state, goal_memory = carry
+            goal_memory = jnp.where(state.t == 0, obs[:, 0].astype(jnp.int32), goal_memory)
+            at_junction = state.position == params.corridor_length - 1
+            turn = 2 + (goal_memory if policy == "optimal" else 1 - goal_memory)
+            action = jnp.where(at_junction, turn, 0)
+            obs, state, reward, term, trunc, info = jax.vmap(ENV.step)(
+                jax.random.split(key, n), state, action, params
+            )
+            return (obs, state, goal_memory), (reward, info)
+
+        _, (rewards, infos) = jax.lax.scan(body, (obs, state, jnp.zeros(n, jnp.int32)), jax.random.split(key, steps))
+        return rewards, infos
+
+    return run(key)
+
+
+def test_vmap_over_mixed_lengths_matches_per_length_runs_and_reports_episode_stats():
+    lengths = np.array([1, 5, 120, 200, 37])
+    params = tmaze_params(corridor_length=lengths)
+    rewards, infos = _rollout(params, jax.random.key(0), "optimal", 450)
+    done = np.asarray(infos["done"])
+    for i, length in enumerate(lengths):
+        # Same env alone gives the same stream (optimal actions do not depend on noise).
+        single_rewards, single_infos = _rollout(tmaze_params(corridor_length=lengths[i : i + 1]), jax.random.key(0), "optimal", 450)
+        np.testing.assert_array_equal(np.asarray(single_rewards)[:, 0], np.asarray(rewards)[:, i])
+        # Episode statistics: every finished episode is a success of length L with the optimal return.
+        finished = done[:, i]
+        assert finished.sum() == 450 // length
+        assert np.asarray(infos["success"])[finished, i].all()
+        np.testing.assert_array_equal(np.asarray(infos["episode_length"])[finished, i], length)
+        np.testing.assert_allclose(np.asarray(infos["episode_return"])[finished, i], 4 - 0.1 * (length - 1), atol=1e-4)
+        assert not np.asarray(infos["success"])[~finished, i].any()
+
+
+def test_wrong_policy_never_succeeds_and_timeouts_are_failures():
+    params = tmaze_params(corridor_length=np.array([3, 50]))
+    _, infos = _rollout(params, jax.random.key(1), "wrong", 200)
+    assert np.asarray(infos["done"]).sum() > 0 and not np.asarray(infos["success"]).any()
+    params = tmaze_params(corridor_length=np.array([100, 100]), max_episode_steps=np.array([10, 10]))
+    rewards, infos = _rollout(params, jax.random.key(2), "optimal", 35)
+    done = np.asarray(infos["done"])
+    assert done.sum() == 2 * 3 and not np.asarray(infos["success"]).any()
+    np.testing.assert_array_equal(np.asarray(infos["episode_length"])[done], 10)
+
+
+def test_auto_reset_starts_a_fresh_episode_with_a_visible_cue():
+    params = tmaze_params(corridor_length=2)
+    key = jax.random.key(3)
+    obs, state = ENV.reset(key, params)
+    obs, state, reward, term, trunc, info = ENV.step(key, state, 0, params)
+    assert not term and int(state.position) == 1 and float(obs[:2].sum()) == 0.0
+    obs, state, reward, term, trunc, info = ENV.step(key, state, 2, params)
+    assert term and int(state.position) == 0 and int(state.t) == 0 and float(obs[:2].sum()) == 1.0
+    assert float(info["final_obs"][:2].sum()) == 0.0 and info["final_obs"][2:10].tolist() == [0] * 7 + [1]
+
+
+def test_distractors_are_fair_and_same_key_same_stream():
+    params = tmaze_params(corridor_length=jnp.full((4096,), 200))
+    keys = jax.random.split(jax.random.key(0), 4096)
+    obs, state = jax.vmap(ENV.reset)(keys, params)
+    obs2, _, *_ = jax.vmap(ENV.step)(keys, state, jnp.zeros(4096, jnp.int32), params)
+    distractors = np.asarray(obs2[:, 10:])
+    assert np.all(np.abs(distractors.mean(axis=0) - 0.5) < 0.03)
+    assert abs(np.asarray(state.goal).mean() - 0.5) < 0.03
+    assert np.any(distractors != np.asarray(obs[:, 10:]), axis=1).mean() > 0.9
+    again, _ = jax.vmap(ENV.reset)(keys, params)
+    np.testing.assert_array_equal(np.asarray(obs), np.asarray(again))
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(corridor_length=0), "corridor_length"),
+        (dict(corridor_length=np.array([120, 300])), "corridor_length"),
+        (dict(corridor_length=12.5), "corridor_length"),
+        (dict(corridor_length=10, num_distractors=-2), "num_distractors"),
+        (dict(corridor_length=10, max_episode_steps=0), "max_episode_steps"),
+    ],
+)
+def test_bad_params_are_rejected(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        tmaze_params(**kwargs)
+
+
+def test_adapter_rejects_bad_actions():
+    env = make_gymnasium_tmaze(corridor_length=4)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="action"):
+        env.step(7)

@@ -1,0 +1,54 @@
+"""The ``memgym`` command."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from memgym.cli import main, play_tmaze, read_keys
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "memgym.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_envs_lists_registered_envs_with_spaces(capsys):
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "memgym/TMaze-v0" in out and "memgym/TMazeJax-v0" in out
+    assert "Box(0.0, 1.0, (16,), float32)" in out and "Discrete(4)" in out
+
+
+def test_read_keys_parses_wasd_arrows_and_quits():
+    keys = list(read_keys(io.StringIO("w\x1b[Ax\x1b[Bsad\x1b[C\x1b[Dq w")))
+    assert keys == ["w", "\x1b[A", "\x1b[B", "s", "a", "d", "\x1b[C", "\x1b[D", "quit"]
+    assert list(read_keys(io.StringIO("ww"))) == ["w", "w", "quit"]  # end of input quits
+    assert list(read_keys(io.StringIO("\x03w"))) == ["quit"]  # Ctrl-C
+
+
+def test_play_wins_and_loses_episodes():
+    out = io.StringIO()
+    # corridor of 3: two ups reach the junction; then try both turns over two episodes
+    episodes, successes = play_tmaze(3, seed=0, keys=read_keys(io.StringIO("wwa" + "wwd" + "q")), write=out.write)
+    assert episodes == 2 and successes == 1
+    text = out.getvalue()
+    assert "correct turn!" in text and "wrong turn" in text and "Bye: 1/2" in text
+
+
+def test_play_command_end_of_input_and_bad_length():
+    done = run_cli("play", "tmaze", "--corridor-length", "4", "--seed", "1", stdin="www")
+    assert done.returncode == 0 and "Bye: 0/0" in done.stdout
+    bad = run_cli("play", "tmaze", "--corridor-length", "300")
+    assert bad.returncode == 2 and "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 300" in bad.stderr
+    bad = run_cli("play", "tmaze", "--corridor-length", "0")
+    assert bad.returncode == 2 and "expected an integer >= 1, got 0" in bad.stderr
+
+
+def test_demo_scripted_policy_always_succeeds(capsys):
+    assert main(["demo", "--corridor-length", "15", "--episodes", "20"]) == 0
+    out = capsys.readouterr().out
+    scripted = next(line for line in out.splitlines() if line.startswith("scripted"))
+    assert scripted.split()[1] == "1.00" and scripted.split()[2] == "2.60"  # 4 - 0.1 * 14
