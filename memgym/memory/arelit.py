@@ -1,0 +1,132 @@
+"""AReLiT self-attention as a memory monoid (thesis §4.1–4.2, Alg. 6, eq. 4.19–4.22).
+
+AReLiT replaces ReLiT's ``[d_h, η d_h]`` state ``C_t`` by ``r + 1`` pairs of
+vectors whose outer products approximate it (eq. 4.19):
+
+    C̃_t = (2/r) Σ_{k=0..r} ṽ_t^k ⊗ k̃_t^k,           ω_k = 2πk / r
+    ṽ_t^k = (1-β_t) ⊙ ṽ_{t-1}^k + cos(ω_k t) β_t ⊙ v_t          (eq. 4.20)
+    k̃_t^k = (1-γ_t) ⊙ k̃_{t-1}^k + cos(ω_k t) γ_t ⊙ k_t          (eq. 4.21)
+    s_t   = (1-γ_t) ⊙ s_{t-1} + γ_t ⊙ k_t
+    a_t   = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2r (s_t · q_t))          (Alg. 6 lines 16–18)
+
+Keys, queries, values and gates are ReLiT's (:class:`ReLiTFeatures`). ``t`` is
+the step within the current episode (0 at an episode start); ``cos(ω_k t)`` is
+computed from the integer ``t mod r`` so that it is exact however long an
+episode runs. The normaliser follows Alg. 6 (``2r``); eq. 4.19 scales ``C̃`` by
+``2/r`` instead — the two agree at ``r = 1`` (the thesis T-Maze setting), and
+the attention output only changes by a constant factor otherwise.
+
+Monoid on ``(u, w, V, K, s)``: ``u``/``w`` the accumulated value/key decays,
+``V [r+1, d_h]``, ``K [r+1, η d_h]``:
+
+    (u, w, V, K, s) • (u', w', V', K', s') = (u u', w w', u' V + V', w' K + K', w' s + s')
+
+A stream's carry per head is ``(V, K, s)``: ``(r+1)(d_h + η d_h) + η d_h``
+floats (896 for d_h = 64, η = 4, r = 1: thesis Table 5.1), plus the integer
+step counter shared by the heads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym.memory.monoid import Monoid
+from memgym.memory.relit import EPSILON, ReLiTFeatures
+from memgym.memory.transformer import GatedTransformer, check_positive
+
+
+def arelit_monoid() -> Monoid:
+    """The vector recurrences of eq. 4.20–4.21 and s_t as one monoid (see module docstring)."""
+
+    def op(a, b):
+        u, w, v, k, s = a
+        u2, w2, v2, k2, s2 = b
+        return u * u2, w * w2, u2[..., None, :] * v + v2, w2[..., None, :] * k + k2, w2 * s + s2
+
+    def identity(like):
+        u, w, v, k, s = like
+        return jnp.ones_like(u), jnp.ones_like(w), jnp.zeros_like(v), jnp.zeros_like(k), jnp.zeros_like(s)
+
+    return Monoid(op=op, identity=identity)
+
+
+def episode_steps(start: jax.Array, step_in: jax.Array) -> jax.Array:
+    """Step index within the episode for each tape position (int32 ``[T]``).
+
+    ``step_in`` is the index the first tape position has if it does not start an
+    episode (the carry's counter); every ``start`` restarts the count at 0.
+    """
+    index = jnp.arange(start.shape[0], dtype=jnp.int32)
+    last_start = jax.lax.cummax(jnp.where(start, index, -1))
+    return jnp.where(last_start >= 0, index - last_start, step_in + index)
+
+
+def cosine_table(r: int) -> np.ndarray:
+    """``cos(2π k m / r)`` for ``m = 0 … r-1`` (rows) and ``k = 0 … r`` (columns), exact per entry."""
+    m = np.arange(r)[:, None]
+    k = np.arange(r + 1)[None, :]
+    return np.cos(2.0 * np.pi * ((k * m) % r) / r).astype(np.float32)
+
+
+class AReLiTAttention(ReLiTFeatures):
+    """Multi-head AReLiT self-attention (thesis Alg. 6)."""
+
+    r: int = 1
+
+    def monoid(self) -> Monoid:
+        return arelit_monoid()
+
+    def head_carry(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        check_positive(r=self.r, eta=self.eta)
+        width = self.eta * self.head_dim
+        return jnp.zeros((self.r + 1, self.head_dim)), jnp.zeros((self.r + 1, width)), jnp.zeros((width,))
+
+    def initial_extra(self) -> jax.Array:
+        return jnp.zeros((), jnp.int32)
+
+    def advance_extra(self, step: jax.Array, start: jax.Array) -> jax.Array:
+        return episode_steps(start, step)[-1] + 1
+
+    def to_element(self, head_carry: Any) -> Any:
+        v, k, s = head_carry
+        return jnp.ones(v.shape[-1]), jnp.ones(k.shape[-1]), v, k, s
+
+    def from_element(self, element: Any) -> Any:
+        return element[2:]
+
+    def project(self, x, start, step):
+        check_positive(r=self.r)
+        k, q, v, beta, gamma = self.features_of(x)
+        phase = episode_steps(start, step) % self.r
+        cos = jnp.asarray(cosine_table(self.r))[phase]  # [T, r+1]
+        bv, gk = beta * v, gamma * k
+        elements = (
+            1.0 - beta,
+            1.0 - gamma,
+            cos[None, :, :, None] * bv[:, :, None, :],
+            cos[None, :, :, None] * gk[:, :, None, :],
+            gk,
+        )
+        return elements, q
+
+    def decode(self, states, q):
+        _, _, v, k, s = states
+        numerator = jnp.einsum("tki,tk->ti", v, jnp.einsum("tkj,tj->tk", k, q))
+        return numerator / (2.0 * self.r * jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
+
+
+class AReLiTTransformer(GatedTransformer):
+    """AReLiT: the gated transformer stack (thesis Fig. 2.3) with AReLiT self-attention (§4.2)."""
+
+    eta: int = 4
+    r: int = 1
+    chunk_size: int | None = 64
+
+    def mixer(self, **module_kwargs: Any) -> AReLiTAttention:
+        return AReLiTAttention(
+            self.features, self.num_heads, self.head_dim, self.chunk_size, eta=self.eta, r=self.r, **module_kwargs
+        )

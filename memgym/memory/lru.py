@@ -1,0 +1,124 @@
+"""The Linear Recurrent Unit as a memory monoid (monoid paper App. E, eq. 67–71).
+
+LRU (Orvieto et al. 2023): a diagonal complex recurrence
+``a_t = λ ⊙ a_{t−1} + γ ⊙ (B x_t)`` with ``λ, a ∈ C^P`` (``P = state_size``),
+
+    λ = exp(−exp(ν) + i exp(θ))          (exponential parametrisation, always |λ| < 1)
+    γ = exp(γ_log),  γ_log initialised to log sqrt(1 − |λ|²)   (normalisation)
+
+and ``B ∈ C^{P×F}``. As a monoid it is the same as S5 (eq. 67–69):
+
+    H_I = (1, 0),   (A, a) • (A', a') = (A' ⊙ A, A' ⊙ a + a')
+    f(x_t) = (λ, γ ⊙ B x_t)                                         (eq. 70)
+    g(a_t, x_t) = MLP([Re(C a_t) ‖ x_t])                            (eq. 71)
+
+with ``C ∈ C^{features×P}``. Eq. 71 writes ``MLP(a)``; feeding ``x_t`` as well is the
+LRU block's skip term ``D x_t`` folded into the MLP's first layer.
+
+Initialisation ("ring init"): ``|λ|`` uniform on the ring ``r_min ≤ |λ| ≤ r_max`` (in
+area), phase uniform in ``[0, max_phase]``. Orvieto et al. use ``r_min = 0.9``,
+``r_max = 0.999``, ``max_phase = π/10`` for long-range sequence benchmarks; the defaults
+here (``0.4``, ``0.99``, ``2π``) suit RL, where many features should react fast
+(``|λ| = 0.4`` keeps 40% per step) and a few should hold a cue for hundreds of
+steps, at any oscillation frequency.
+
+Carry: the state ``a ∈ C^P`` (complex64); it enters the scan as the element ``(1, a)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym.memory.monoid import Monoid, run_memory_monoid
+from memgym.memory.s5 import complex_normal, diagonal_linear_monoid
+from memgym.memory.transformer import check_positive, check_tape
+
+
+def lru_monoid() -> Monoid:
+    """The LRU memory monoid (eq. 67–69), the diagonal linear recurrence shared with S5."""
+    return diagonal_linear_monoid()
+
+
+def _uniform_open_closed(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform samples in ``(0, 1]`` (never 0, so their logarithm is finite)."""
+    return 1.0 - jax.random.uniform(key, shape)
+
+
+class LRU(nn.Module):
+    """LRU memory model: ``x[T, F]`` → ``y[T, features]``; carry ``a ∈ C^{state_size}`` (complex64).
+
+    Attributes:
+        features: output width (and width of ``Re(C a)`` and the MLP's hidden layer).
+        state_size: ``P``, the number of complex state channels.
+        r_min, r_max: ring of the initial ``|λ|``, ``0 ≤ r_min < r_max < 1``.
+        max_phase: initial phases of ``λ`` are uniform in ``[0, max_phase]`` (> 0).
+        chunk_size: tape chunk length for :func:`run_memory_monoid` (``None``: one chunk).
+    """
+
+    features: int = 128
+    state_size: int = 64
+    r_min: float = 0.4
+    r_max: float = 0.99
+    max_phase: float = 2 * math.pi
+    chunk_size: int | None = 256
+
+    def _check(self) -> None:
+        check_positive(features=self.features, state_size=self.state_size)
+        if not 0.0 <= self.r_min < self.r_max < 1.0:
+            raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, r_max={self.r_max!r}")
+        if not self.max_phase > 0.0:
+            raise ValueError(f"max_phase must be > 0, got {self.max_phase!r}")
+
+    def initialize_carry(self) -> jax.Array:
+        self._check()
+        return jnp.zeros((self.state_size,), jnp.complex64)
+
+    @nn.compact
+    def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
+        self._check()
+        start = jnp.asarray(start, bool)
+        check_tape(x, start)
+        x = jnp.asarray(x, jnp.float32)
+        length, width = x.shape
+        size = self.state_size
+
+        def nu_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+            # |λ|² uniform on [r_min², r_max²]; ν = log(−log|λ|).
+            radius_sq = _uniform_open_closed(key, shape) * (self.r_max**2 - self.r_min**2) + self.r_min**2
+            return jnp.log(-0.5 * jnp.log(radius_sq))
+
+        def theta_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+            return jnp.log(self.max_phase * _uniform_open_closed(key, shape))
+
+        nu_log = self.param("nu_log", nu_init, (size,))
+        theta_log = self.param("theta_log", theta_init, (size,))
+        gamma_log = self.param("gamma_log", lambda key, nu: 0.5 * jnp.log1p(-jnp.exp(-2.0 * jnp.exp(nu))), nu_log)
+        b_real = self.param("b_real", complex_normal(np.sqrt(0.5 / width)), (size, width))
+        b_imag = self.param("b_imag", complex_normal(np.sqrt(0.5 / width)), (size, width))
+        c_real = self.param("c_real", complex_normal(np.sqrt(1.0 / size)), (self.features, size))
+        c_imag = self.param("c_imag", complex_normal(np.sqrt(1.0 / size)), (self.features, size))
+
+        lam = jnp.exp(jax.lax.complex(-jnp.exp(nu_log), jnp.exp(theta_log)))
+        b = jnp.exp(gamma_log)[:, None] * jax.lax.complex(b_real, b_imag)
+        elements = (jnp.broadcast_to(lam, (length, size)), x @ b.T)  # f, eq. 70
+
+        def decode(states: tuple[jax.Array, jax.Array], _: jax.Array) -> jax.Array:
+            _, state = states
+            return jnp.real(state) @ c_real.T - jnp.imag(state) @ c_imag.T  # Re(C a)
+
+        readout, element = run_memory_monoid(
+            lru_monoid(),
+            elements,
+            decode,
+            x,
+            start,
+            (jnp.ones_like(carry), carry),
+            chunk_size=self.chunk_size,
+        )
+        hidden = nn.gelu(nn.Dense(self.features, name="mlp_hidden")(jnp.concatenate([readout, x], axis=-1)))
+        return nn.Dense(self.features, name="mlp_out")(hidden), element[1]  # g, eq. 71

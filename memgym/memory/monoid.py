@@ -1,0 +1,225 @@
+"""Memory monoids, the resettable transform and the scan that runs them over a tape.
+
+Monoid paper (Morad et al., *Revisiting Recurrent RL with Memory Monoids*):
+
+* Def. 3.1 — a monoid ``(H, •, H_I)``: an associative binary operator ``•`` on
+  a set ``H`` with an identity element ``H_I``.
+* Def. 3.2 — a *memory monoid* adds an encoder ``f`` (input → element of H)
+  and a decoder ``g`` (updated state, input → output). A memory model
+  computes ``A_t = A_{t-1} • f(x_t)`` and ``y_t = g(A_t, x_t)``.
+* Thm. 3.4 — any monoid becomes *resettable*: on pairs ``(A, b)`` with a
+  begin flag ``b``,
+  ``(A, b) ∘ (A', b') = ((A (1-b') + H_I b') • A', b ∨ b')``,
+  so a scan over several concatenated episodes never lets information cross
+  an episode start.
+
+Here a monoid's elements are pytrees of arrays; :class:`Monoid.op` combines
+two elements *batched along a leading axis* (what ``jax.lax.associative_scan``
+needs). :func:`scan_monoid` runs a monoid over a tape ``elements[T, ...]``
+with begin flags ``start[T]`` from an incoming carry (prepended to the tape),
+and returns every intermediate state and the outgoing carry.
+:func:`run_memory_monoid` adds the decoder and optionally processes the tape
+in checkpointed chunks, so long tapes never materialise all their states
+(DESIGN.md: "compute the attention output chunk-wise").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+
+PyTree = Any
+ScanMethod = Literal["auto", "associative", "sequential"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Monoid:
+    """A monoid ``(H, •, H_I)`` over pytree elements (Def. 3.1).
+
+    Attributes:
+        op: ``op(a, b) -> a • b`` for elements batched along axis 0 (any shared
+            leading size), elementwise over that axis.
+        identity: ``identity(like) -> H_I`` with the shapes/dtypes of one
+            (unbatched) element ``like``.
+    """
+
+    op: Callable[[PyTree, PyTree], PyTree]
+    identity: Callable[[PyTree], PyTree]
+
+
+def _broadcast_flag(flag: jax.Array, leaf: jax.Array) -> jax.Array:
+    """Reshape ``flag[B]`` so it broadcasts against ``leaf[B, ...]``."""
+    return flag.reshape(flag.shape + (1,) * (leaf.ndim - flag.ndim))
+
+
+def resettable(monoid: Monoid) -> Monoid:
+    """The resettable transform of Thm. 3.4, eq. (20)–(22).
+
+    Elements are pairs ``(A, b)`` with ``b`` a bool array of the batch shape;
+    where ``b'`` is set the left argument is replaced by the identity ``H_I``
+    before applying ``•``. The identity is ``(H_I, False)``.
+    """
+
+    def op(left: tuple[PyTree, jax.Array], right: tuple[PyTree, jax.Array]):
+        (a, b), (a_right, b_right) = left, right
+        # A stand-in of the right shapes/dtypes: the batch can be empty (jax.lax.associative_scan
+        # combines zero-length slices at some recursion levels), so ``leaf[0]`` may not exist.
+        one = jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], leaf.dtype), a)
+        ident = monoid.identity(one)
+        a_reset = jax.tree.map(
+            lambda x, i: jnp.where(_broadcast_flag(b_right, x), i[None], x), a, ident
+        )
+        return monoid.op(a_reset, a_right), jnp.logical_or(b, b_right)
+
+    def identity(like: tuple[PyTree, jax.Array]):
+        element, _ = like
+        return monoid.identity(element), jnp.zeros((), bool)
+
+    return Monoid(op=op, identity=identity)
+
+
+def default_scan_method() -> Literal["associative", "sequential"]:
+    """``associative`` on accelerators, ``sequential`` (``lax.scan``) on CPU.
+
+    DESIGN.md measured it: on an H100 the associative scan of the return monoid
+    over 10k steps is ~1700× faster than ``lax.scan``; on a 2-core CPU
+    ``lax.scan`` wins (fewer total operations, no parallel hardware to use).
+    """
+    return "sequential" if jax.default_backend() == "cpu" else "associative"
+
+
+def scan_monoid(
+    monoid: Monoid,
+    elements: PyTree,
+    start: jax.Array,
+    carry: PyTree,
+    *,
+    reverse: bool = False,
+    method: ScanMethod = "auto",
+) -> tuple[PyTree, PyTree]:
+    """Prefix products of a resettable monoid over a tape (Thm. 3.4 + Def. 3.2, eq. 7).
+
+    Args:
+        monoid: the (non-resettable) monoid; resets are applied here.
+        elements: pytree of arrays ``[T, ...]``, the encoded inputs ``f(x_t)``.
+        start: ``[T]`` bool, True where a new episode begins (the state is reset
+            to ``H_I`` *before* that element is combined).
+        carry: one unbatched element, the state before the tape (``A_{-1}``).
+        reverse: scan from the end (return-to-go direction): then
+            ``state_t = f(x_t) • state_{t+1}`` and ``start`` marks where a
+            *backward* sequence begins (e.g. the last step of an episode).
+        method: ``"associative"`` (``jax.lax.associative_scan``, O(log T)
+            depth), ``"sequential"`` (``lax.scan``) or ``"auto"``
+            (:func:`default_scan_method`). All give the same result.
+
+    Returns:
+        ``(states, carry_out)``: states ``[T, ...]`` (``A_0 … A_{T-1}``) and the
+        last state (the first one when ``reverse``).
+    """
+    start = jnp.asarray(start, bool)
+    length = start.shape[0]
+    leaves = jax.tree.leaves(elements)
+    if not leaves:
+        raise ValueError("elements must contain at least one array")
+    for leaf in leaves:
+        if leaf.shape[:1] != (length,):
+            raise ValueError(
+                f"every leaf of elements needs leading dimension T = len(start) = {length}, got shape {leaf.shape}"
+            )
+    if method == "auto":
+        method = default_scan_method()
+    if method not in ("associative", "sequential"):
+        raise ValueError(f"method must be 'auto', 'associative' or 'sequential', got {method!r}")
+
+    if reverse:
+        # Return-to-go direction: scanning the flipped tape with the flipped operator
+        # ``a •' b = b • a`` gives ``state_t = f(x_t) • state_{t+1}``; a flag at t resets
+        # everything to its right, i.e. cuts the link between t and t+1.
+        flipped = Monoid(op=lambda a, b: monoid.op(b, a), identity=monoid.identity)
+        states, carry_out = scan_monoid(
+            flipped, jax.tree.map(lambda x: jnp.flip(x, 0), elements), jnp.flip(start, 0), carry, method=method
+        )
+        return jax.tree.map(lambda x: jnp.flip(x, 0), states), carry_out
+
+    reset = resettable(monoid)
+    if method == "sequential":
+
+        def body(state, inputs):
+            element, flag = inputs
+            left = (jax.tree.map(lambda x: x[None], state), jnp.zeros((1,), bool))
+            right = (jax.tree.map(lambda x: x[None], element), flag[None])
+            new, _ = reset.op(left, right)
+            new = jax.tree.map(lambda x: x[0], new)
+            return new, new
+
+        carry_out, states = jax.lax.scan(body, carry, (elements, start))
+        return states, carry_out
+
+    carry_b = jax.tree.map(lambda x: jnp.asarray(x)[None], carry)
+    tape = jax.tree.map(lambda c, e: jnp.concatenate([c, e], axis=0), carry_b, elements)
+    flags = jnp.concatenate([jnp.zeros((1,), bool), start])
+    states, _ = jax.lax.associative_scan(reset.op, (tape, flags))
+    states = jax.tree.map(lambda x: x[1:], states)
+    return states, jax.tree.map(lambda x: x[-1], states)
+
+
+def run_memory_monoid(
+    monoid: Monoid,
+    elements: PyTree,
+    decode: Callable[[PyTree, PyTree], jax.Array],
+    decode_inputs: PyTree,
+    start: jax.Array,
+    carry: PyTree,
+    *,
+    chunk_size: int | None = None,
+    method: ScanMethod = "auto",
+) -> tuple[jax.Array, PyTree]:
+    """A memory model over a tape (Def. 3.2, eq. 7–8) with resets (Thm. 3.4).
+
+    ``A_t = A_{t-1} ∘ f(x_t)`` by :func:`scan_monoid`, then ``y_t = g(A_t, x_t)``
+    with ``decode(states[K, ...], decode_inputs[K, ...]) -> y[K, ...]``.
+
+    With ``chunk_size = K`` the tape is cut into chunks of K steps, processed by
+    a ``lax.scan`` over chunks whose body is rematerialised in the backward
+    pass (``jax.checkpoint``): only the K states of one chunk and the chunk
+    boundary states are alive at once, so memory is ``O(T/K + K)`` states
+    instead of ``O(T)``. The tape is padded to a multiple of K with identity
+    elements, which by the identity law leaves the carry unchanged.
+
+    Returns ``(y[T, ...], carry_out)``.
+    """
+    length = start.shape[0]
+    if chunk_size is None or chunk_size >= length:
+        states, carry_out = scan_monoid(monoid, elements, start, carry, method=method)
+        return decode(states, decode_inputs), carry_out
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1 or None, got {chunk_size}")
+
+    num_chunks = math.ceil(length / chunk_size)
+    pad = num_chunks * chunk_size - length
+
+    def pad_and_chunk(x: jax.Array, fill: jax.Array) -> jax.Array:
+        if pad:
+            x = jnp.concatenate([x, jnp.broadcast_to(fill, (pad,) + x.shape[1:]).astype(x.dtype)], axis=0)
+        return x.reshape((num_chunks, chunk_size) + x.shape[1:])
+
+    one = jax.tree.map(lambda x: x[0], elements)
+    ident = monoid.identity(one)
+    chunked_elements = jax.tree.map(pad_and_chunk, elements, ident)
+    chunked_inputs = jax.tree.map(lambda x: pad_and_chunk(x, jnp.zeros((), x.dtype)), decode_inputs)
+    chunked_start = pad_and_chunk(jnp.asarray(start, bool), jnp.zeros((), bool))
+
+    @jax.checkpoint
+    def chunk(state, inputs):
+        chunk_elements, chunk_start, chunk_inputs = inputs
+        states, state = scan_monoid(monoid, chunk_elements, chunk_start, state, method=method)
+        return state, decode(states, chunk_inputs)
+
+    carry_out, outputs = jax.lax.scan(chunk, carry, (chunked_elements, chunked_start, chunked_inputs))
+    outputs = jax.tree.map(lambda y: y.reshape((num_chunks * chunk_size,) + y.shape[2:])[:length], outputs)
+    return outputs, carry_out

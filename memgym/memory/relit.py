@@ -1,0 +1,110 @@
+"""ReLiT self-attention as a memory monoid (thesis §3.1–3.3, Alg. 5, eq. 3.5–3.6, 3.9–3.11).
+
+Per head, with ``η`` the feature-map size and ``σ`` the sigmoid:
+
+    k_t = flatten(relu(W_p1 x) ⊗ relu(W_K x))        [η d_h]
+    q_t = flatten(relu(W_p2 x) ⊗ relu(W_Q x))        [η d_h]
+    v_t = W_V x,  β_t = σ(W_β x)                      [d_h]
+    γ_t = flatten(σ(W_p3 x) ⊗ σ(W_γ x))              [η d_h]
+    C_t = ((1-β_t) ⊗ (1-γ_t)) ⊙ C_{t-1} + (β_t ⊙ v_t) ⊗ (γ_t ⊙ k_t)     [d_h, η d_h]
+    s_t = (1-γ_t) ⊙ s_{t-1} + γ_t ⊙ k_t
+    a_t = C_t q_t / (s_t · q_t)
+
+The update is a gated linear recurrence, hence the monoid on
+``(u, w, C, s)`` — ``u``/``w`` the accumulated value/key decays:
+
+    (u, w, C, s) • (u', w', C', s') = (u u', w w', (u' ⊗ w') ⊙ C + C', w' s + s')
+
+with identity ``(1, 1, 0, 0)`` and ``f(x) = (1-β, 1-γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)``.
+Because the decay is an outer product, products of decays stay outer products:
+the monoid stores two vectors instead of a ``[d_h, η d_h]`` decay matrix. A
+stream's carry is just ``(C, s)``: ``d_h · η d_h + η d_h`` floats per head
+(16640 for d_h = 64, η = 4: thesis Table 5.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from memgym.memory.monoid import Monoid
+from memgym.memory.transformer import GatedTransformer, MultiHeadMonoidAttention, check_positive
+
+EPSILON = 1e-6  # keeps a_t finite when s_t · q_t is zero (relu features can all vanish)
+
+
+def relit_monoid() -> Monoid:
+    """The gated outer-product recurrence of eq. 3.5–3.6 as a monoid (see module docstring)."""
+
+    def op(a, b):
+        u, w, c, s = a
+        u2, w2, c2, s2 = b
+        decay = u2[..., :, None] * w2[..., None, :]
+        return u * u2, w * w2, decay * c + c2, w2 * s + s2
+
+    def identity(like):
+        u, w, c, s = like
+        return jnp.ones_like(u), jnp.ones_like(w), jnp.zeros_like(c), jnp.zeros_like(s)
+
+    return Monoid(op=op, identity=identity)
+
+
+def outer_flat(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``flatten(a ⊗ b)`` over the last axes: ``[..., η] × [..., d_h] → [..., η d_h]``."""
+    return (a[..., :, None] * b[..., None, :]).reshape(a.shape[:-1] + (a.shape[-1] * b.shape[-1],))
+
+
+class ReLiTFeatures(MultiHeadMonoidAttention):
+    """Keys, queries, values and gates of ReLiT / AReLiT (Alg. 5 lines 4–11, Alg. 6 lines 2–9)."""
+
+    eta: int = 4
+
+    def features_of(self, x: jax.Array):
+        """``(k, q, v, β, γ)`` with leaves ``[heads, T, ...]``."""
+        check_positive(eta=self.eta)
+        k = outer_flat(nn.relu(self.heads("w_p1", x, self.eta)), nn.relu(self.heads("w_k", x)))
+        q = outer_flat(nn.relu(self.heads("w_p2", x, self.eta)), nn.relu(self.heads("w_q", x)))
+        v = self.heads("w_v", x)
+        beta = nn.sigmoid(self.heads("w_beta", x))
+        gamma = outer_flat(nn.sigmoid(self.heads("w_p3", x, self.eta)), nn.sigmoid(self.heads("w_gamma", x)))
+        return k, q, v, beta, gamma
+
+
+class ReLiTAttention(ReLiTFeatures):
+    """Multi-head ReLiT self-attention (thesis Alg. 5)."""
+
+    def monoid(self) -> Monoid:
+        return relit_monoid()
+
+    def head_carry(self) -> tuple[jax.Array, jax.Array]:
+        width = self.eta * self.head_dim
+        return jnp.zeros((self.head_dim, width)), jnp.zeros((width,))
+
+    def to_element(self, head_carry: Any) -> Any:
+        c, s = head_carry
+        return jnp.ones(c.shape[0]), jnp.ones(s.shape[0]), c, s
+
+    def from_element(self, element: Any) -> Any:
+        return element[2], element[3]
+
+    def project(self, x, start, extra):
+        k, q, v, beta, gamma = self.features_of(x)
+        bv, gk = beta * v, gamma * k
+        return (1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk), q
+
+    def decode(self, states, q):
+        _, _, c, s = states
+        return jnp.einsum("tij,tj->ti", c, q) / (jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
+
+
+class ReLiTTransformer(GatedTransformer):
+    """ReLiT: the gated transformer stack (thesis Fig. 2.3) with ReLiT self-attention (§3.3)."""
+
+    eta: int = 4
+    chunk_size: int | None = 32
+
+    def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
+        return ReLiTAttention(self.features, self.num_heads, self.head_dim, self.chunk_size, eta=self.eta, **module_kwargs)

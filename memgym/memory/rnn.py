@@ -1,0 +1,122 @@
+"""Recurrent baselines: LSTM and GRU over a tape with episode-start resets.
+
+* LSTM — Hochreiter & Schmidhuber (1997), *Long Short-Term Memory*.
+* GRU — Cho et al. (2014), *Learning Phrase Representations using RNN
+  Encoder–Decoder for Statistical Machine Translation*.
+
+Both are the recurrent baselines of the recurrent-linear-transformers thesis
+(§2.3.1; sizes in Table A.2: LSTM d = 600, GRU d = 680). Each follows the
+memory-model interface of :mod:`memgym.memory`: one stream, a tape
+``x[T, F]`` with begin flags ``start[T]``, and a carry that is reset to the
+zero state *before* processing any ``x[t]`` with ``start[t]`` set, so no
+information crosses an episode start. The step is a ``flax.linen`` cell
+lifted over time with ``nn.scan`` (parameters shared by every step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Carry = Any
+
+
+def _check_features(features: int) -> None:
+    if features < 1:
+        raise ValueError(f"features must be a positive integer (the hidden size); got features={features}")
+
+
+def _check_tape(x: jax.Array, start: jax.Array) -> None:
+    if x.ndim != 2:
+        raise ValueError(f"x must be a 2-D tape [T, F] of one stream; got x with shape {tuple(x.shape)}")
+    if start.ndim != 1 or start.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"start must be a 1-D array of begin flags with one entry per row of x; "
+            f"got start with shape {tuple(start.shape)} and x with shape {tuple(x.shape)}"
+        )
+
+
+class _ResettingStep(nn.Module):
+    """One time step: reset the carry where ``start`` is set, then apply the cell."""
+
+    cell: type[nn.Module]
+    features: int
+
+    @nn.compact
+    def __call__(self, carry: Carry, inputs: tuple[jax.Array, jax.Array]) -> tuple[Carry, jax.Array]:
+        x, start = inputs
+        carry = jax.tree.map(lambda c: jnp.where(start, jnp.zeros_like(c), c), carry)
+        carry, h = self.cell(features=self.features, name="cell")(carry, x)
+        return carry, h
+
+
+def _run(module: nn.Module, cell: type[nn.Module], x: jax.Array, start: jax.Array, carry: Carry):
+    """Scan ``cell`` (with resets) over the tape; parameters are broadcast over time."""
+    scanned = nn.scan(
+        _ResettingStep,
+        variable_broadcast="params",
+        split_rngs={"params": False},
+        in_axes=0,
+        out_axes=0,
+    )
+    step = scanned(cell=cell, features=module.features, name="scan", parent=module)
+    carry, y = step(carry, (x, start))
+    return y, carry
+
+
+class LSTM(nn.Module):
+    """Long short-term memory (Hochreiter & Schmidhuber, 1997; thesis §2.3.1).
+
+    Attributes:
+        features: hidden size ``d`` (thesis Table A.2 uses 600).
+
+    State of one stream: ``(c [d], h [d])`` — cell state and hidden state,
+    zeros at an episode start. ``__call__(x [T, F], start [T] bool, carry)``
+    returns ``(y [T, d], carry)`` with ``y[t] = h_t``.
+    """
+
+    features: int
+
+    def initialize_carry(self) -> tuple[jax.Array, jax.Array]:
+        """The zero state ``(c, h)``, each ``[features]``; needs no parameters."""
+        _check_features(self.features)
+        zeros = jnp.zeros((self.features,), jnp.float32)
+        return zeros, zeros
+
+    @nn.compact
+    def __call__(
+        self, x: jax.Array, start: jax.Array, carry: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        _check_features(self.features)
+        x, start = jnp.asarray(x), jnp.asarray(start, bool)
+        _check_tape(x, start)
+        return _run(self, nn.OptimizedLSTMCell, x, start, carry)
+
+
+class GRU(nn.Module):
+    """Gated recurrent unit (Cho et al., 2014; thesis §2.3.1).
+
+    Attributes:
+        features: hidden size ``d`` (thesis Table A.2 uses 680).
+
+    State of one stream: ``h [d]``, zeros at an episode start.
+    ``__call__(x [T, F], start [T] bool, carry)`` returns ``(y [T, d], carry)``
+    with ``y[t] = h_t``.
+    """
+
+    features: int
+
+    def initialize_carry(self) -> jax.Array:
+        """The zero hidden state ``h [features]``; needs no parameters."""
+        _check_features(self.features)
+        return jnp.zeros((self.features,), jnp.float32)
+
+    @nn.compact
+    def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
+        _check_features(self.features)
+        x, start = jnp.asarray(x), jnp.asarray(start, bool)
+        _check_tape(x, start)
+        return _run(self, nn.GRUCell, x, start, carry)

@@ -1,0 +1,187 @@
+"""The gated transformer stack shared by the linear-attention models (thesis Fig. 2.3).
+
+Per layer, on the residual stream ``h`` (Parisotto et al. 2020, thesis §2.5.2):
+
+    m   = ReLU(mixer(LN(h)))          # multi-head self-attention (any memory mixer)
+    h   = gate(h, m)                  # GRU-type gate instead of a residual sum
+    f   = ReLU(FF(LN(h)))             # position-wise feed-forward
+    h   = gate(h, f)
+
+The layer norm sits *before* each sub-layer, so an identity path runs from
+input to output; the gate's bias ``b_g`` (default 2) starts every layer close
+to the identity. The mixer of layer ``l`` has its own carry; the stack's carry
+is the tuple of the layers' carries.
+
+Mixers follow the memory-model call convention: ``mixer(x[T, d], start[T],
+carry) -> (y[T, d], carry)``. :class:`MultiHeadMonoidAttention` turns a
+per-head memory monoid into such a mixer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from memgym.memory.monoid import Monoid, run_memory_monoid
+
+
+def check_positive(**values: Any) -> None:
+    """Raise ``ValueError`` for the first argument that is not an integer >= 1."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def check_tape(x: jax.Array, start: jax.Array) -> None:
+    """Validate a single-stream tape: ``x[T, F]`` and ``start[T]``."""
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape [T, F] (one stream; vmap for batches), got shape {x.shape}")
+    if start.shape != (x.shape[0],):
+        raise ValueError(f"start must have shape [T] = ({x.shape[0]},) to match x {x.shape}, got {start.shape}")
+
+
+class GRUGate(nn.Module):
+    """GRU-type gating of a residual stream ``x`` by a sub-layer output ``y`` (Parisotto et al. 2020, eq. 6–9):
+
+    ``r = σ(W_r y + U_r x)``, ``z = σ(W_z y + U_z x − b_g)``, ``ĥ = tanh(W_g y + U_g (r ⊙ x))``,
+    ``out = (1 − z) ⊙ x + z ⊙ ĥ``.
+    """
+
+    gate_bias: float = 2.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        d = x.shape[-1]
+        dense = lambda name, bias: nn.Dense(d, use_bias=bias, name=name)  # noqa: E731
+        r = nn.sigmoid(dense("w_r", True)(y) + dense("u_r", False)(x))
+        z = nn.sigmoid(dense("w_z", True)(y) + dense("u_z", False)(x) - self.gate_bias)
+        h = jnp.tanh(dense("w_g", True)(y) + dense("u_g", False)(r * x))
+        return (1.0 - z) * x + z * h
+
+
+class MultiHeadMonoidAttention(nn.Module):
+    """Multi-head self-attention whose heads are memory monoids.
+
+    Subclasses define, per head, ``project`` (``x[T, d]`` → head-batched encoder and
+    decoder inputs), ``monoid()``, ``decode`` and the carry conversions. Heads run
+    side by side under ``vmap``; their outputs are concatenated and projected back to
+    width ``features`` (thesis Fig. 2.2, right).
+    """
+
+    features: int
+    num_heads: int
+    head_dim: int
+    chunk_size: int | None = 64
+
+    def monoid(self) -> Monoid:
+        raise NotImplementedError
+
+    def head_carry(self) -> Any:
+        """Carry of one head (what a stream stores between calls)."""
+        raise NotImplementedError
+
+    def project(self, x: jax.Array, start: jax.Array, carry: Any) -> tuple[Any, Any, Any]:
+        """``(elements, decode_inputs, extra_carry)``, leaves shaped ``[heads, T, ...]``."""
+        raise NotImplementedError
+
+    def to_element(self, head_carry: Any) -> Any:
+        """Monoid element holding a head's carry (one head, unbatched)."""
+        raise NotImplementedError
+
+    def from_element(self, element: Any) -> Any:
+        """Inverse of :meth:`to_element`: drop what the carry need not keep."""
+        raise NotImplementedError
+
+    def decode(self, states: Any, decode_inputs: Any) -> jax.Array:
+        """``[K, ...]`` states and inputs of one head → ``[K, head_dim]`` attention outputs."""
+        raise NotImplementedError
+
+    def initial_extra(self) -> Any:
+        """Carry entries kept outside the monoid, shared by the heads (e.g. AReLiT's step counter)."""
+        return ()
+
+    def advance_extra(self, extra_carry: Any, start: jax.Array) -> Any:
+        """The extra carry after a tape with begin flags ``start``."""
+        return extra_carry
+
+    def initialize_carry(self) -> tuple[Any, Any]:
+        heads = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (self.num_heads,) + leaf.shape), self.head_carry())
+        return heads, self.initial_extra()
+
+    @nn.compact
+    def __call__(self, x: jax.Array, start: jax.Array, carry: Any) -> tuple[jax.Array, Any]:
+        heads_carry, extra = carry
+        elements, decode_inputs = self.project(x, start, extra)
+        monoid = self.monoid()
+
+        def one_head(head_elements, head_inputs, head_carry):
+            outputs, element = run_memory_monoid(
+                monoid,
+                head_elements,
+                self.decode,
+                head_inputs,
+                start,
+                self.to_element(head_carry),
+                chunk_size=self.chunk_size,
+            )
+            return outputs, self.from_element(element)
+
+        outputs, heads_carry = jax.vmap(one_head)(elements, decode_inputs, heads_carry)
+        merged = jnp.moveaxis(outputs, 0, 1).reshape(x.shape[0], self.num_heads * self.head_dim)
+        return nn.Dense(self.features, name="out")(merged), (heads_carry, self.advance_extra(extra, start))
+
+    def heads(self, name: str, x: jax.Array, size: int | None = None) -> jax.Array:
+        """Dense projection of ``x[T, d]`` to ``[heads, T, size]`` (``size`` defaults to ``head_dim``)."""
+        size = self.head_dim if size is None else size
+        y = nn.Dense(self.num_heads * size, use_bias=False, name=name)(x)
+        return jnp.moveaxis(y.reshape(x.shape[0], self.num_heads, size), 1, 0)
+
+
+class GatedTransformer(nn.Module):
+    """A stack of gated transformer layers around a memory mixer (thesis Fig. 2.3).
+
+    Subclasses implement :meth:`mixer` (the layer's self-attention). The input is
+    projected to width ``features`` first; the output has width ``features``.
+    """
+
+    features: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    head_dim: int = 64
+    ff_size: int | None = None
+    gate_bias: float = 2.0
+
+    def mixer(self, **module_kwargs: Any) -> MultiHeadMonoidAttention:
+        """The self-attention of one layer (``module_kwargs``: ``name`` or ``parent``)."""
+        raise NotImplementedError
+
+    def _check(self) -> None:
+        check_positive(
+            features=self.features, num_layers=self.num_layers, num_heads=self.num_heads, head_dim=self.head_dim
+        )
+        if self.ff_size is not None:
+            check_positive(ff_size=self.ff_size)
+
+    def initialize_carry(self) -> tuple:
+        self._check()
+        return tuple(self.mixer(parent=None).initialize_carry() for _ in range(self.num_layers))
+
+    @nn.compact
+    def __call__(self, x: jax.Array, start: jax.Array, carry: tuple) -> tuple[jax.Array, tuple]:
+        self._check()
+        start = jnp.asarray(start, bool)
+        check_tape(x, start)
+        h = nn.Dense(self.features, name="embed")(x)
+        new_carry = []
+        for layer in range(self.num_layers):
+            mixed, layer_carry = self.mixer(name=f"mixer_{layer}")(nn.LayerNorm(name=f"ln_mix_{layer}")(h), start, carry[layer])
+            h = GRUGate(self.gate_bias, name=f"gate_mix_{layer}")(h, nn.relu(mixed))
+            f = nn.LayerNorm(name=f"ln_ff_{layer}")(h)
+            f = nn.Dense(self.ff_size or self.features, name=f"ff_in_{layer}")(f)
+            f = nn.Dense(self.features, name=f"ff_out_{layer}")(nn.relu(f))
+            h = GRUGate(self.gate_bias, name=f"gate_ff_{layer}")(h, nn.relu(f))
+            new_carry.append(layer_carry)
+        return h, tuple(new_carry)

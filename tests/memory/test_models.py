@@ -1,0 +1,139 @@
+"""Laws every memory model obeys (DESIGN.md, "Memory models"), for every registered model:
+
+* streaming (T = 1 calls, carry passed along) == one call over the whole tape;
+* a tape split in two, carry passed across the split == one call;
+* reset isolation: a tape of several episodes gives each episode exactly the
+  outputs of running it alone from a fresh carry;
+* finite outputs and gradients over a 10k-step tape.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memgym import memory
+
+IN = 5  # input features of the test tapes
+SMALL = {
+    "linear_attention": dict(features=16, num_layers=2, num_heads=2, head_dim=8),
+    "relit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2),
+    "arelit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2, r=3),
+    "s5": dict(features=16, state_size=8),
+    "lru": dict(features=16, state_size=8),
+    "ffm": dict(features=16, memory_size=8, context_size=4),
+    "lstm": dict(features=16),
+    "gru": dict(features=16),
+    "gtrxl": dict(features=16, num_layers=2, num_heads=2, head_dim=8, memory_size=6),
+}
+ATOL = 2e-4
+
+
+class Jitted:
+    """A model whose ``apply`` is jitted (tests call it on many tape shapes)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.apply = jax.jit(model.apply)
+        self.initialize_carry = model.initialize_carry
+
+
+def build(name: str):
+    model = memory.make(name, **SMALL[name])
+    x = jnp.zeros((3, IN))
+    params = model.init(jax.random.key(0), x, jnp.zeros(3, bool), model.initialize_carry())
+    return Jitted(model), params
+
+
+def random_tape(seed: int, length: int, episode_lengths: list[int] | None = None):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(length, IN)).astype(np.float32)
+    start = np.zeros(length, bool)
+    start[0] = True
+    if episode_lengths:
+        np.put(start, np.cumsum(episode_lengths)[:-1], True)
+    return jnp.asarray(x), jnp.asarray(start)
+
+
+def test_registry_knows_every_name_and_rejects_unknown():
+    assert set(memory.MODELS) == set(SMALL)
+    with pytest.raises(ValueError, match="unknown memory model name 'transformer'"):
+        memory.make("transformer")
+    with pytest.raises(ValueError, match="unknown option"):
+        memory.make("lstm", features=4, bogus=1)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_streaming_equals_tape(name):
+    model, params = build(name)
+    x, start = random_tape(0, 23, [9, 14])
+    apply = model.apply
+    y_tape, carry_tape = apply(params, x, start, model.initialize_carry())
+    assert y_tape.shape == (23, SMALL[name]["features"])
+    carry = model.initialize_carry()
+    steps = []
+    for t in range(23):
+        y, carry = apply(params, x[t : t + 1], start[t : t + 1], carry)
+        steps.append(y[0])
+    np.testing.assert_allclose(np.stack(steps), y_tape, atol=ATOL, rtol=1e-3)
+    for a, b in zip(jax.tree.leaves(carry), jax.tree.leaves(carry_tape), strict=True):
+        np.testing.assert_allclose(a, b, atol=ATOL, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_carry_continues_across_calls(name):
+    model, params = build(name)
+    x, start = random_tape(1, 40, [40])
+    whole, _ = model.apply(params, x, start, model.initialize_carry())
+    first, carry = model.apply(params, x[:17], start[:17], model.initialize_carry())
+    second, _ = model.apply(params, x[17:], start[17:], carry)
+    np.testing.assert_allclose(jnp.concatenate([first, second]), whole, atol=ATOL, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_reset_isolation(name):
+    model, params = build(name)
+    lengths = [7, 1, 12, 5, 9]
+    x, start = random_tape(2, sum(lengths), lengths)
+    # A non-trivial incoming carry: whatever it holds must not leak into the first episode either.
+    _, dirty = model.apply(params, *random_tape(3, 8), model.initialize_carry())
+    y, _ = model.apply(params, x, start, dirty)
+    total, offset = sum(lengths), 0
+    for length in lengths:
+        # The episode alone from a fresh carry, padded with a later episode to the same tape
+        # shape (one compilation; the models are causal, so the padding cannot matter).
+        alone_x = jnp.zeros_like(x).at[:length].set(x[offset : offset + length])
+        alone_start = jnp.zeros(total, bool).at[0].set(True).at[length % total].set(True)
+        alone, _ = model.apply(params, alone_x, alone_start, model.initialize_carry())
+        np.testing.assert_allclose(y[offset : offset + length], alone[:length], atol=ATOL, rtol=1e-3)
+        offset += length
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_finite_values_and_gradients_on_a_long_tape(name):
+    model, params = build(name)
+    x, start = random_tape(4, 10_000, [2_500, 7_500])
+
+    def loss(params):
+        y, carry = model.model.apply(params, x, start, model.initialize_carry())
+        return jnp.mean(y**2), y
+
+    (value, y), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
+    assert np.isfinite(value) and np.all(np.isfinite(y))
+    leaves = jax.tree.leaves(grads)
+    assert all(np.all(np.isfinite(g)) for g in leaves)
+    assert any(np.any(g != 0) for g in leaves)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_vmap_over_a_batch_of_streams(name):
+    model, params = build(name)
+    xs = jnp.stack([random_tape(s, 11, [11])[0] for s in range(3)])
+    starts = jnp.zeros((3, 11), bool).at[:, 0].set(True)
+    carries = jax.tree.map(lambda c: jnp.stack([c] * 3), model.initialize_carry())
+    ys, _ = jax.vmap(model.model.apply, in_axes=(None, 0, 0, 0))(params, xs, starts, carries)
+    for i in range(3):
+        alone, _ = model.apply(params, xs[i], starts[i], model.initialize_carry())
+        np.testing.assert_allclose(ys[i], alone, atol=ATOL, rtol=1e-3)
