@@ -36,7 +36,8 @@ import numpy as np
 
 from memgym.memory.monoid import Monoid
 from memgym.memory.relit import EPSILON, ReLiTFeatures
-from memgym.memory.transformer import GatedTransformer, check_positive
+from memgym.memory.transformer import GatedTransformer
+from memgym.memory.validation import check_positive
 
 
 def arelit_monoid() -> Monoid:
@@ -128,5 +129,5 @@ class AReLiTTransformer(GatedTransformer):
 
     def mixer(self, **module_kwargs: Any) -> AReLiTAttention:
         return AReLiTAttention(
-            self.features, self.num_heads, self.head_dim, self.chunk_size, eta=self.eta, r=self.r, **module_kwargs
+            self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta, r=self.r, **module_kwargs
         )

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.transformer import check_positive, check_tape
+from memgym.memory.validation import check_positive, check_tape
 
 HORIZON_MAX = 1024.0  # longest initial memory horizon, in steps
 RESIDUAL = 0.01  # a trace has "decayed" when its magnitude falls to this fraction

@@ -49,6 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.memory.validation import check_positive, check_tape, resolve_head_dim
+
 LayerCarry = tuple[jax.Array, jax.Array]  # (mem [M, d], valid [M] bool)
 Carry = tuple[LayerCarry, ...]
 
@@ -219,7 +221,7 @@ class GTrXL(nn.Module):
         features: model width ``d`` (Table A.2: 128).
         num_layers: number of GTrXL blocks ``L``.
         num_heads: attention heads ``H``.
-        head_dim: width of each head ``Dh``.
+        head_dim: width of each head ``Dh`` (None: ``features // num_heads``).
         memory_size: ``M``, inputs kept per layer; the attention window is the
             current input and the ``M − 1`` before it (Table A.2: 128 and 256).
         ff_size: hidden width of the feed-forward sub-layer (default ``features``).
@@ -234,19 +236,22 @@ class GTrXL(nn.Module):
     features: int
     num_layers: int = 4
     num_heads: int = 4
-    head_dim: int = 64
+    head_dim: int | None = 64
     memory_size: int = 128
     ff_size: int | None = None
     gate_bias: float = 2.0
     chunk_size: int = 128
 
     def _check_config(self) -> None:
-        for name in ("features", "num_layers", "num_heads", "head_dim", "memory_size", "chunk_size"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {name}={value!r}")
-        if self.ff_size is not None and (not isinstance(self.ff_size, (int, np.integer)) or self.ff_size < 1):
-            raise ValueError(f"ff_size must be a positive integer or None (= features); got ff_size={self.ff_size!r}")
+        check_positive(
+            features=self.features,
+            num_layers=self.num_layers,
+            memory_size=self.memory_size,
+            chunk_size=self.chunk_size,
+        )
+        if self.ff_size is not None:
+            check_positive(ff_size=self.ff_size)
+        resolve_head_dim(self.features, self.num_heads, self.head_dim)
 
     def initialize_carry(self) -> Carry:
         """Empty memory for every layer: ``(zeros [M, d], all-False [M])``; needs no parameters."""
@@ -258,13 +263,7 @@ class GTrXL(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
         self._check_config()
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        if x.ndim != 2:
-            raise ValueError(f"x must be a 2-D tape [T, F] of one stream; got x with shape {tuple(x.shape)}")
-        if start.ndim != 1 or start.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"start must be a 1-D array of begin flags with one entry per row of x; "
-                f"got start with shape {tuple(start.shape)} and x with shape {tuple(x.shape)}"
-            )
+        check_tape(x, start)
         if len(carry) != self.num_layers:
             raise ValueError(
                 f"carry must hold one (mem, valid) pair per layer; got {len(carry)} for num_layers={self.num_layers}"
@@ -274,7 +273,7 @@ class GTrXL(nn.Module):
         for layer, layer_carry in enumerate(carry):
             block = GTrXLBlock(
                 num_heads=self.num_heads,
-                head_dim=self.head_dim,
+                head_dim=resolve_head_dim(self.features, self.num_heads, self.head_dim),
                 memory_size=self.memory_size,
                 ff_size=self.ff_size or self.features,
                 gate_bias=self.gate_bias,

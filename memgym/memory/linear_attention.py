@@ -68,4 +68,4 @@ class LinearAttentionTransformer(GatedTransformer):
     chunk_size: int | None = 64
 
     def mixer(self, **module_kwargs: Any) -> LinearAttention:
-        return LinearAttention(self.features, self.num_heads, self.head_dim, self.chunk_size, **module_kwargs)
+        return LinearAttention(self.features, self.num_heads, self.head_size, self.chunk_size, **module_kwargs)

@@ -36,7 +36,7 @@ import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
 from memgym.memory.s5 import complex_normal, diagonal_linear_monoid
-from memgym.memory.transformer import check_positive, check_tape
+from memgym.memory.validation import check_positive, check_tape
 
 
 def lru_monoid() -> Monoid:

@@ -31,7 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.monoid import Monoid
-from memgym.memory.transformer import GatedTransformer, MultiHeadMonoidAttention, check_positive
+from memgym.memory.transformer import GatedTransformer, MultiHeadMonoidAttention
+from memgym.memory.validation import check_positive
 
 EPSILON = 1e-6  # keeps a_t finite when s_t · q_t is zero (relu features can all vanish)
 
@@ -107,4 +108,4 @@ class ReLiTTransformer(GatedTransformer):
     chunk_size: int | None = 32
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
-        return ReLiTAttention(self.features, self.num_heads, self.head_dim, self.chunk_size, eta=self.eta, **module_kwargs)
+        return ReLiTAttention(self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta, **module_kwargs)

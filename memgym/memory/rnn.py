@@ -21,22 +21,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.validation import check_positive, check_tape
+
 Carry = Any
-
-
-def _check_features(features: int) -> None:
-    if features < 1:
-        raise ValueError(f"features must be a positive integer (the hidden size); got features={features}")
-
-
-def _check_tape(x: jax.Array, start: jax.Array) -> None:
-    if x.ndim != 2:
-        raise ValueError(f"x must be a 2-D tape [T, F] of one stream; got x with shape {tuple(x.shape)}")
-    if start.ndim != 1 or start.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"start must be a 1-D array of begin flags with one entry per row of x; "
-            f"got start with shape {tuple(start.shape)} and x with shape {tuple(x.shape)}"
-        )
 
 
 class _ResettingStep(nn.Module):
@@ -82,7 +69,7 @@ class LSTM(nn.Module):
 
     def initialize_carry(self) -> tuple[jax.Array, jax.Array]:
         """The zero state ``(c, h)``, each ``[features]``; needs no parameters."""
-        _check_features(self.features)
+        check_positive(features=self.features)
         zeros = jnp.zeros((self.features,), jnp.float32)
         return zeros, zeros
 
@@ -90,9 +77,9 @@ class LSTM(nn.Module):
     def __call__(
         self, x: jax.Array, start: jax.Array, carry: tuple[jax.Array, jax.Array]
     ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        _check_features(self.features)
+        check_positive(features=self.features)
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        _check_tape(x, start)
+        check_tape(x, start)
         return _run(self, nn.OptimizedLSTMCell, x, start, carry)
 
 
@@ -111,12 +98,12 @@ class GRU(nn.Module):
 
     def initialize_carry(self) -> jax.Array:
         """The zero hidden state ``h [features]``; needs no parameters."""
-        _check_features(self.features)
+        check_positive(features=self.features)
         return jnp.zeros((self.features,), jnp.float32)
 
     @nn.compact
     def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
-        _check_features(self.features)
+        check_positive(features=self.features)
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        _check_tape(x, start)
+        check_tape(x, start)
         return _run(self, nn.GRUCell, x, start, carry)

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.transformer import check_positive, check_tape
+from memgym.memory.validation import check_positive, check_tape
 
 STEP_MIN = 1e-3  # range of the initial step sizes Δ (log-uniform; Smith et al. 2023 defaults)
 STEP_MAX = 1e-1

@@ -26,21 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-
-
-def check_positive(**values: Any) -> None:
-    """Raise ``ValueError`` for the first argument that is not an integer >= 1."""
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def check_tape(x: jax.Array, start: jax.Array) -> None:
-    """Validate a single-stream tape: ``x[T, F]`` and ``start[T]``."""
-    if x.ndim != 2:
-        raise ValueError(f"x must have shape [T, F] (one stream; vmap for batches), got shape {x.shape}")
-    if start.shape != (x.shape[0],):
-        raise ValueError(f"start must have shape [T] = ({x.shape[0]},) to match x {x.shape}, got {start.shape}")
+from memgym.memory.validation import check_positive, check_tape, resolve_head_dim
 
 
 class GRUGate(nn.Module):
@@ -150,18 +136,22 @@ class GatedTransformer(nn.Module):
     features: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    head_dim: int = 64
+    head_dim: int | None = 64
     ff_size: int | None = None
     gate_bias: float = 2.0
+
+    @property
+    def head_size(self) -> int:
+        """Width of one head (``head_dim``, or ``features // num_heads`` when it is None)."""
+        return resolve_head_dim(self.features, self.num_heads, self.head_dim)
 
     def mixer(self, **module_kwargs: Any) -> MultiHeadMonoidAttention:
         """The self-attention of one layer (``module_kwargs``: ``name`` or ``parent``)."""
         raise NotImplementedError
 
     def _check(self) -> None:
-        check_positive(
-            features=self.features, num_layers=self.num_layers, num_heads=self.num_heads, head_dim=self.head_dim
-        )
+        check_positive(num_layers=self.num_layers)
+        resolve_head_dim(self.features, self.num_heads, self.head_dim)
         if self.ff_size is not None:
             check_positive(ff_size=self.ff_size)
 

@@ -137,3 +137,47 @@ def test_vmap_over_a_batch_of_streams(name):
     for i in range(3):
         alone, _ = model.apply(params, xs[i], starts[i], model.initialize_carry())
         np.testing.assert_allclose(ys[i], alone, atol=ATOL, rtol=1e-3)
+
+
+# --- bad input: a ValueError that names the argument ------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_bad_features_rejected(name):
+    with pytest.raises(ValueError, match="features=0"):
+        memory.make(name, **{**SMALL[name], "features": 0}).initialize_carry()
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_bad_tape_shapes_rejected(name):
+    model, params = build(name)
+    carry = model.initialize_carry()
+    with pytest.raises(ValueError, match=r"start must have shape \[T\] = \(4,\)"):
+        model.model.apply(params, jnp.zeros((4, IN)), jnp.zeros(3, bool), carry)
+    with pytest.raises(ValueError, match="x must be a 2-D tape"):
+        model.model.apply(params, jnp.zeros(IN), jnp.zeros(1, bool), carry)
+
+
+@pytest.mark.parametrize(
+    "name, option, value",
+    [("relit", "eta", 0), ("arelit", "eta", 0), ("arelit", "r", 0), ("gtrxl", "memory_size", 0),
+     ("linear_attention", "num_heads", -1), ("s5", "state_size", 0), ("ffm", "context_size", 0)],
+)
+def test_bad_sizes_rejected(name, option, value):
+    model = memory.make(name, **{**SMALL[name], option: value})
+    with pytest.raises(ValueError, match=f"{option}={value}"):
+        model.init(jax.random.key(0), jnp.zeros((2, IN)), jnp.zeros(2, bool), model.initialize_carry())
+
+
+@pytest.mark.parametrize("name", ["linear_attention", "relit", "arelit", "gtrxl"])
+def test_heads_must_divide_width_when_head_dim_is_derived(name):
+    config = {**SMALL[name], "features": 18, "num_heads": 4, "head_dim": None}
+    with pytest.raises(ValueError, match="num_heads=4 must divide features=18"):
+        memory.make(name, **config).initialize_carry()
+    config["features"] = 16
+    model = memory.make(name, **config)  # 4 heads of 4
+    y, _ = model.apply(
+        model.init(jax.random.key(0), jnp.zeros((2, IN)), jnp.zeros(2, bool), model.initialize_carry()),
+        jnp.ones((2, IN)), jnp.ones(2, bool), model.initialize_carry(),
+    )
+    assert y.shape == (2, 16)

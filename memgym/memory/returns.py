@@ -1,0 +1,165 @@
+"""Discounted return and generalised advantage estimation as resettable monoids.
+
+Monoid paper, Thm. 3.3 (discounted return) and App. D.1 (GAE): both are
+first-order linear recurrences in the return-to-go direction,
+
+    G_t = r_t + γ G_{t+1}                      (discounted return)
+    A_t = δ_t + γλ A_{t+1},  δ_t = r_t + γ V(s_{t+1}) − V(s_t)   (GAE)
+
+i.e. ``X_t = b_t + a_t X_{t+1}``. The element ``(a, b)`` stands for the affine
+map ``X ↦ b + a X``; composing maps, ``(a, b) • (a', b') = (a a', b + a b')``,
+is associative with identity ``(1, 0)``. A reverse resettable scan
+(:func:`memgym.memory.monoid.scan_monoid` with ``reverse=True``, Thm. 3.4)
+computes every ``X_t`` of a tape at once; the reset flag is set on the *last*
+step of each episode so no value flows backwards across an episode boundary.
+
+Episode ends, following the usual bootstrapping rules:
+
+* ``terminated_t``: the next state is terminal, its value is 0:
+  ``G_t = r_t`` and ``δ_t = r_t − V(s_t)``.
+* ``truncated_t`` (time limit, not terminal): bootstrap from the value of the
+  observation the episode was cut at, ``next_value[t] = V(s_{t+1})``:
+  ``G_t = r_t + γ V(s_{t+1})``, ``δ_t = r_t + γ V(s_{t+1}) − V(s_t)``.
+* the tape ends mid-episode: the same bootstrap from ``next_value[T-1]``
+  (for GAE the advantage beyond the tape is 0).
+
+All inputs are ``[T]`` arrays of one stream; ``jax.vmap`` adds environments.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym.memory.monoid import Monoid, ScanMethod, scan_monoid
+
+#: ``(a, b) • (a', b') = (a a', b + a b')`` — composition of affine maps ``X ↦ b + a X``.
+AFFINE_MONOID = Monoid(
+    op=lambda left, right: (left[0] * right[0], left[1] + left[0] * right[1]),
+    identity=lambda like: (jnp.ones_like(like[0]), jnp.zeros_like(like[1])),
+)
+
+
+def _check_unit_interval(name: str, value: float) -> None:
+    if isinstance(value, (int, float)) and not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
+def _check_tape(**arrays: jax.Array) -> int:
+    shapes = {name: jnp.shape(a) for name, a in arrays.items()}
+    lengths = {s for s in shapes.values()}
+    if len(lengths) != 1 or len(next(iter(lengths))) != 1:
+        raise ValueError(f"every input must be a [T] array of the same T, got shapes {shapes}")
+    return next(iter(lengths))[0]
+
+
+def discounted_return(
+    reward: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    next_value: jax.Array,
+    gamma: float,
+    *,
+    method: ScanMethod = "auto",
+) -> jax.Array:
+    """Discounted return-to-go ``G_t`` of every step of a tape (Thm. 3.3).
+
+    Args:
+        reward: ``[T]`` reward of each transition.
+        terminated: ``[T]`` bool, the transition ended the episode in a terminal state.
+        truncated: ``[T]`` bool, the transition ended the episode by a time limit.
+        next_value: ``[T]`` critic value of the observation after each transition
+            (only read where the episode was truncated and at the tape's last step).
+        gamma: discount factor in [0, 1].
+        method: scan method, see :func:`~memgym.memory.monoid.scan_monoid`.
+
+    Returns:
+        ``[T]`` returns ``G_t``.
+    """
+    _check_unit_interval("gamma", gamma)
+    _check_tape(reward=reward, terminated=terminated, truncated=truncated, next_value=next_value)
+    reward = jnp.asarray(reward, jnp.float32)
+    terminated = jnp.asarray(terminated, bool)
+    done = terminated | jnp.asarray(truncated, bool)
+    bootstrap = jnp.where(terminated, 0.0, gamma * jnp.asarray(next_value, jnp.float32))
+    # An episode's last step is the constant map X ↦ r + γ V_next (or r): slope 0, and the
+    # reset flag cuts it off from the next episode.
+    a = jnp.where(done, 0.0, jnp.asarray(gamma, jnp.float32))
+    b = jnp.where(done, reward + bootstrap, reward)
+    # Beyond the tape: the constant map to V(s_T) bootstraps an unfinished episode.
+    carry = (jnp.zeros((), jnp.float32), jnp.asarray(next_value[-1], jnp.float32))
+    (_, returns), _ = scan_monoid(AFFINE_MONOID, (a, b), done, carry, reverse=True, method=method)
+    return returns
+
+
+def generalized_advantage(
+    reward: jax.Array,
+    value: jax.Array,
+    next_value: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    gamma: float,
+    lam: float,
+    *,
+    method: ScanMethod = "auto",
+) -> tuple[jax.Array, jax.Array]:
+    """GAE(γ, λ) advantages of every step of a tape (monoid paper App. D.1; Schulman et al. 2016).
+
+    Args:
+        reward: ``[T]`` rewards.
+        value: ``[T]`` critic values ``V(s_t)`` of the observations acted on.
+        next_value: ``[T]`` critic values ``V(s_{t+1})`` of the next observations
+            (for a truncated step: of the observation the episode was cut at).
+        terminated, truncated: ``[T]`` bool episode-end flags of each transition.
+        gamma: discount in [0, 1]; lam: GAE λ in [0, 1].
+        method: scan method, see :func:`~memgym.memory.monoid.scan_monoid`.
+
+    Returns:
+        ``(advantages[T], value_targets[T])`` with ``value_targets = advantages + value``.
+    """
+    _check_unit_interval("gamma", gamma)
+    _check_unit_interval("lam", lam)
+    _check_tape(reward=reward, value=value, next_value=next_value, terminated=terminated, truncated=truncated)
+    value = jnp.asarray(value, jnp.float32)
+    terminated = jnp.asarray(terminated, bool)
+    done = terminated | jnp.asarray(truncated, bool)
+    bootstrap = jnp.where(terminated, 0.0, gamma * jnp.asarray(next_value, jnp.float32))
+    delta = jnp.asarray(reward, jnp.float32) + bootstrap - value
+    a = jnp.where(done, 0.0, jnp.asarray(gamma * lam, jnp.float32))
+    carry = (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+    (_, advantages), _ = scan_monoid(AFFINE_MONOID, (a, delta), done, carry, reverse=True, method=method)
+    return advantages, advantages + value
+
+
+# --- plain loops, the ground truth the monoid versions are tested against ---------------------
+
+
+def discounted_return_reference(reward, terminated, truncated, next_value, gamma: float) -> np.ndarray:
+    """Per-step backward loop over a tape; same contract as :func:`discounted_return`."""
+    reward, next_value = np.asarray(reward, np.float64), np.asarray(next_value, np.float64)
+    out = np.zeros_like(reward)
+    following = next_value[-1]
+    for t in reversed(range(len(reward))):
+        if terminated[t]:
+            following = 0.0
+        elif truncated[t]:
+            following = next_value[t]
+        out[t] = reward[t] + gamma * following
+        following = out[t]
+    return out
+
+
+def generalized_advantage_reference(
+    reward, value, next_value, terminated, truncated, gamma: float, lam: float
+) -> np.ndarray:
+    """Per-step backward loop; same contract as :func:`generalized_advantage` (advantages only)."""
+    reward, value, next_value = (np.asarray(x, np.float64) for x in (reward, value, next_value))
+    out = np.zeros_like(reward)
+    following = 0.0
+    for t in reversed(range(len(reward))):
+        done = bool(terminated[t]) or bool(truncated[t])
+        delta = reward[t] + (0.0 if terminated[t] else gamma * next_value[t]) - value[t]
+        out[t] = delta + (0.0 if done else gamma * lam * following)
+        following = out[t]
+    return out
