@@ -12,9 +12,11 @@ vectors whose outer products approximate it (eq. 4.19):
 Keys, queries, values and gates are ReLiT's (:class:`ReLiTFeatures`). ``t`` is
 the step within the current episode (0 at an episode start); ``cos(ω_k t)`` is
 computed from the integer ``t mod r`` so that it is exact however long an
-episode runs. The normaliser follows Alg. 6 (``2r``); eq. 4.19 scales ``C̃`` by
-``2/r`` instead — the two agree at ``r = 1`` (the thesis T-Maze setting), and
-the attention output only changes by a constant factor otherwise.
+episode runs. The normaliser follows Alg. 6 (``1 / (2r)``); eq. 4.19 scales
+``C̃`` by ``2/r`` instead, so ``a_t`` here is ``C̃_t q_t / (s_t · q_t)`` divided
+by 4 for every ``r`` — a constant factor the output projection absorbs.
+:func:`approximate_state` builds ``C̃_t`` itself (eq. 4.19), for analysis and
+tests; the model never materialises it.
 
 Monoid on ``(u, w, V, K, s)``: ``u``/``w`` the accumulated value/key decays,
 ``V [r+1, d_h]``, ``K [r+1, η d_h]``:
@@ -73,6 +75,48 @@ def cosine_table(r: int) -> np.ndarray:
     return np.cos(2.0 * np.pi * ((k * m) % r) / r).astype(np.float32)
 
 
+def arelit_elements(
+    v: jax.Array, k: jax.Array, beta: jax.Array, gamma: jax.Array, steps: jax.Array, r: int
+) -> tuple[jax.Array, ...]:
+    """Encoder ``f`` of the AReLiT monoid: the inputs of eq. 4.20–4.21 (Alg. 6 lines 10–15).
+
+    Args:
+        v, beta: values and value gates ``[..., T, d_h]``.
+        k, gamma: keys and key gates ``[..., T, η d_h]``.
+        steps: int ``[T]``, the step ``t`` within the episode (see :func:`episode_steps`).
+        r: the approximation parameter (``r + 1`` cosine frequencies ``ω_k = 2πk / r``).
+
+    Returns:
+        ``(1-β, 1-γ, cos(ω_k t) β⊙v [..., T, r+1, d_h], cos(ω_k t) γ⊙k [..., T, r+1, η d_h], γ⊙k)``,
+        one element per step for :func:`arelit_monoid` (any leading axes, e.g. heads, broadcast).
+    """
+    check_positive(r=r)
+    cos = jnp.asarray(cosine_table(r))[steps % r]  # [T, r+1]
+    bv, gk = beta * v, gamma * k
+    return 1.0 - beta, 1.0 - gamma, cos[:, :, None] * bv[..., :, None, :], cos[:, :, None] * gk[..., :, None, :], gk
+
+
+def approximate_state(v_tilde: jax.Array, k_tilde: jax.Array, r: int) -> jax.Array:
+    """AReLiT's approximation of ReLiT's state, ``C̃_t = (2/r) Σ_{k=0..r} ṽ_t^k ⊗ k̃_t^k`` (eq. 4.19).
+
+    Args:
+        v_tilde: ``ṽ_t^0 … ṽ_t^r`` stacked, ``[..., r+1, d_h]``.
+        k_tilde: ``k̃_t^0 … k̃_t^r`` stacked, ``[..., r+1, η d_h]``.
+        r: the approximation parameter.
+
+    Returns ``[..., d_h, η d_h]``, comparable with ReLiT's ``C_t`` (eq. 3.5); thesis §4.3
+    measures ``‖C_t − C̃_t‖_F``. The model itself never forms this matrix: its decoder
+    contracts ``k̃`` with the query first (eq. 4.22).
+    """
+    check_positive(r=r)
+    if v_tilde.shape[-2] != r + 1 or k_tilde.shape[-2] != r + 1:
+        raise ValueError(
+            f"v_tilde and k_tilde need r + 1 = {r + 1} rows on axis -2; "
+            f"got shapes {tuple(v_tilde.shape)} and {tuple(k_tilde.shape)}"
+        )
+    return (2.0 / r) * jnp.einsum("...ki,...kj->...ij", v_tilde, k_tilde)
+
+
 class AReLiTAttention(ReLiTFeatures):
     """Multi-head AReLiT self-attention (thesis Alg. 6)."""
 
@@ -100,19 +144,8 @@ class AReLiTAttention(ReLiTFeatures):
         return element[2:]
 
     def project(self, x, start, step):
-        check_positive(r=self.r)
         k, q, v, beta, gamma = self.features_of(x)
-        phase = episode_steps(start, step) % self.r
-        cos = jnp.asarray(cosine_table(self.r))[phase]  # [T, r+1]
-        bv, gk = beta * v, gamma * k
-        elements = (
-            1.0 - beta,
-            1.0 - gamma,
-            cos[None, :, :, None] * bv[:, :, None, :],
-            cos[None, :, :, None] * gk[:, :, None, :],
-            gk,
-        )
-        return elements, q
+        return arelit_elements(v, k, beta, gamma, episode_steps(start, step), self.r), q
 
     def decode(self, states, q):
         _, _, v, k, s = states

@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.initializers import orthogonal
 from memgym.memory.validation import check_positive, check_tape
 
 Carry = Any
@@ -36,7 +37,7 @@ class _ResettingStep(nn.Module):
     def __call__(self, carry: Carry, inputs: tuple[jax.Array, jax.Array]) -> tuple[Carry, jax.Array]:
         x, start = inputs
         carry = jax.tree.map(lambda c: jnp.where(start, jnp.zeros_like(c), c), carry)
-        carry, h = self.cell(features=self.features, name="cell")(carry, x)
+        carry, h = self.cell(features=self.features, recurrent_kernel_init=orthogonal(), name="cell")(carry, x)
         return carry, h
 
 

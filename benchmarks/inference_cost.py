@@ -1,0 +1,245 @@
+"""Inference cost of every memory model: recurrent-state size and XLA-counted FLOPs of one streaming step.
+
+For each model of :data:`memgym.memory.MODELS` at the thesis T-Maze sizes
+(Table A.2) — or, for S5 / LRU / FFM, which the thesis does not use, at sizes
+chosen here — this prints:
+
+* parameters;
+* recurrent-state floats per head and layer, and in the whole carry, counted
+  from the real ``initialize_carry()`` pytree (complex values count as two
+  floats; integer counters and bool masks are listed apart, not counted);
+* FLOPs of one streaming step (``T = 1``) of the whole model, counted by XLA:
+  ``jax.jit(apply).lower(...).compile().cost_analysis()``;
+* FLOPs per layer (stacked models: ``(F(L=4) − F(L=1)) / 3``, so the input
+  embedding is excluded) and FLOPs of one layer's self-attention per head;
+* thesis Table 5.1 for comparison (operations and space per head).
+
+Self-attention of ReLiT / AReLiT / linear attention is the real mixer module of
+a layer (:meth:`GatedTransformer.mixer`), including its output projection.
+GTrXL's attention is not a separate module, so it is measured as a whole
+:class:`~memgym.memory.gtrxl.GTrXLBlock` minus the block's other sub-layers
+(attention gate, layer norm, feed-forward, feed-forward gate) built from the
+same flax modules.
+
+    python benchmarks/inference_cost.py [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym import memory
+from memgym.memory.gtrxl import GatingUnit, GTrXLBlock
+
+OBSERVATION = 16  # T-Maze observation bits: cue 2 + gray code 8 + distractors 6 (thesis §5.1)
+TRANSFORMER = dict(features=128, num_layers=4, num_heads=4, head_dim=64)  # thesis Table A.2
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    label: str
+    name: str  # key of memgym.memory.MODELS
+    config: dict[str, Any]
+    thesis_ops: float | None = None  # Table 5.1, operations per head for one observation
+    thesis_space: int | None = None  # Table 5.1, floats per head
+
+
+SPECS = (
+    Spec("ReLiT", "relit", dict(TRANSFORMER, eta=4), 2.1e5, 16640),
+    Spec("AReLiT", "arelit", dict(TRANSFORMER, eta=4, r=1), 6.7e4, 896),
+    Spec("GTrXL-128", "gtrxl", dict(TRANSFORMER, memory_size=128)),
+    Spec("GTrXL-256", "gtrxl", dict(TRANSFORMER, memory_size=256), 8.4e6, 32768),
+    Spec("linear attention", "linear_attention", dict(TRANSFORMER)),
+    Spec("LSTM", "lstm", dict(features=600)),  # Table A.2
+    Spec("GRU", "gru", dict(features=680)),  # Table A.2
+    # Not in the thesis; one layer of width 128 with 256 complex state channels (512 floats) each.
+    Spec("S5", "s5", dict(features=128, state_size=256)),
+    Spec("LRU", "lru", dict(features=128, state_size=256)),
+    Spec("FFM", "ffm", dict(features=128, memory_size=64, context_size=4)),
+)
+
+
+def cost(fn, *args) -> dict[str, float]:
+    """XLA's cost analysis of ``jax.jit(fn)(*args)``: flops and transcendentals.
+
+    ``Compiled.cost_analysis()`` returns a dict in recent jax and a list of dicts
+    (one per computation) in older versions; both are summed here.
+    """
+    analysis = jax.jit(fn).lower(*args).compile().cost_analysis()
+    if analysis is None:
+        raise RuntimeError("this backend gives no cost analysis")
+    entries = analysis if isinstance(analysis, (list, tuple)) else [analysis]
+    return {key: float(sum(entry.get(key, 0.0) for entry in entries)) for key in ("flops", "transcendentals")}
+
+
+def carry_floats(tree) -> int:
+    """Floating-point values among the leaves (complex leaves count twice)."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(leaf.dtype, jnp.complexfloating):
+            total += 2 * leaf.size
+        elif jnp.issubdtype(leaf.dtype, jnp.floating):
+            total += leaf.size
+    return total
+
+
+def bookkeeping(tree) -> str:
+    """The non-float leaves, e.g. ``4× int32[]``."""
+    kinds: dict[str, int] = {}
+    for leaf in jax.tree.leaves(tree):
+        if not jnp.issubdtype(leaf.dtype, jnp.inexact):
+            kind = f"{leaf.dtype}[{','.join(map(str, leaf.shape))}]"
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return ", ".join(f"{n}× {kind}" for kind, n in kinds.items()) or "—"
+
+
+def step_inputs(width: int = OBSERVATION) -> tuple[jax.Array, jax.Array]:
+    return jnp.zeros((1, width)), jnp.zeros((1,), bool)
+
+
+def model_step_flops(name: str, config: dict[str, Any]) -> tuple[dict[str, float], int, Any]:
+    """Cost of one streaming step of the whole model, its parameter count, and its carry."""
+    model = memory.make(name, **config)
+    x, start = step_inputs()
+    carry = model.initialize_carry()
+    params = model.init(jax.random.key(0), x, start, carry)
+    step = cost(lambda p, x, s, c: model.apply(p, x, s, c), params, x, start, carry)
+    return step, sum(leaf.size for leaf in jax.tree.leaves(params)), carry
+
+
+def mixer_flops(name: str, config: dict[str, Any]) -> float:
+    """One layer's self-attention (the real mixer module) for one step, all heads."""
+    mixer = memory.make(name, **config).mixer(parent=None)
+    x, start = step_inputs(config["features"])
+    carry = mixer.initialize_carry()
+    params = mixer.init(jax.random.key(0), x, start, carry)
+    return cost(lambda p, x, s, c: mixer.apply(p, x, s, c), params, x, start, carry)["flops"]
+
+
+class GTrXLNonAttention(nn.Module):
+    """The sub-layers of a GTrXL block other than self-attention, as in :class:`GTrXLBlock`."""
+
+    ff_size: int
+    gate_bias: float
+
+    @nn.compact
+    def __call__(self, e: jax.Array, attended: jax.Array) -> jax.Array:
+        e = GatingUnit(self.gate_bias, name="attention_gate")(e, jax.nn.relu(attended))
+        f = nn.LayerNorm(name="feedforward_norm")(e)
+        f = nn.Dense(e.shape[-1], name="feedforward_out")(jax.nn.relu(nn.Dense(self.ff_size, name="feedforward_in")(f)))
+        return GatingUnit(self.gate_bias, name="feedforward_gate")(e, jax.nn.relu(f))
+
+
+def gtrxl_attention_flops(config: dict[str, Any]) -> float:
+    """One GTrXL layer's self-attention for one step, all heads: block minus its other sub-layers."""
+    model = memory.make("gtrxl", **config)
+    d = config["features"]
+    block = GTrXLBlock(
+        num_heads=config["num_heads"],
+        head_dim=config["head_dim"],
+        memory_size=model.memory_size,
+        ff_size=model.ff_size or d,
+        gate_bias=model.gate_bias,
+        chunk_size=model.chunk_size,
+    )
+    x, start = step_inputs(d)
+    layer_carry = model.initialize_carry()[0]
+    params = block.init(jax.random.key(0), x, start, layer_carry)
+    whole = cost(lambda p, x, s, c: block.apply(p, x, s, c), params, x, start, layer_carry)["flops"]
+    rest = GTrXLNonAttention(model.ff_size or d, model.gate_bias)
+    rest_params = rest.init(jax.random.key(0), x, x)
+    return whole - cost(lambda p, e, a: rest.apply(p, e, a), rest_params, x, x)["flops"]
+
+
+def measure(spec: Spec) -> dict[str, Any]:
+    step, params, carry = model_step_flops(spec.name, spec.config)
+    layers = spec.config.get("num_layers", 1)
+    heads = spec.config.get("num_heads")
+    row: dict[str, Any] = dict(
+        model=spec.label,
+        name=spec.name,
+        config=spec.config,
+        params=params,
+        carry_floats=carry_floats(carry),
+        bookkeeping=bookkeeping(carry),
+        step_flops=step["flops"],
+        step_transcendentals=step["transcendentals"],
+        thesis_ops_per_head=spec.thesis_ops,
+        thesis_space_per_head=spec.thesis_space,
+    )
+    if heads is None:  # one recurrent layer without heads
+        row.update(state_per_head_layer=None, layer_flops=step["flops"], attention_flops_per_head=None)
+        return row
+    one_layer, _, _ = model_step_flops(spec.name, dict(spec.config, num_layers=1))
+    row["layer_flops"] = (step["flops"] - one_layer["flops"]) / (layers - 1) if layers > 1 else one_layer["flops"]
+    if spec.name == "gtrxl":
+        # One mem [M, d] per layer, shared by every head (Table 5.1 lists it "per head").
+        row["state_per_head_layer"] = carry_floats(carry[0])
+        row["attention_flops_per_head"] = gtrxl_attention_flops(spec.config) / heads
+    else:
+        heads_carry, _ = carry[0]
+        assert all(leaf.shape[0] == heads for leaf in jax.tree.leaves(heads_carry)), "expected a leading head axis"
+        row["state_per_head_layer"] = carry_floats(heads_carry) // heads
+        row["attention_flops_per_head"] = mixer_flops(spec.name, spec.config) / heads
+    return row
+
+
+def fmt(value: float | int | None, integer: bool = False) -> str:
+    if value is None:
+        return "—"
+    return f"{int(value)}" if integer else f"{value:.3g}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    header = (
+        "| model | params | state floats / head / layer | carry floats | non-float carry | "
+        "FLOPs / step | FLOPs / layer | self-attn FLOPs / head | Table 5.1 ops / head | Table 5.1 space / head |"
+    )
+    lines = [header, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(
+            f"| {row['model']} | {row['params']:,} | {fmt(row['state_per_head_layer'], True)} | "
+            f"{row['carry_floats']:,} | {row['bookkeeping']} | {fmt(row['step_flops'])} | {fmt(row['layer_flops'])} | "
+            f"{fmt(row['attention_flops_per_head'])} | {fmt(row['thesis_ops_per_head'])} | "
+            f"{fmt(row['thesis_space_per_head'], True)} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the rows (and the machine) as JSON to this path")
+    args = parser.parse_args()
+
+    rows = [measure(spec) for spec in SPECS]
+    missing = set(memory.MODELS) - {row["name"] for row in rows}
+    if missing:
+        raise RuntimeError(f"models without a row: {sorted(missing)}")
+    machine = f"{platform.machine()} {jax.default_backend()} ({jax.devices()[0].device_kind}), jax {jax.__version__}"
+    print(f"One streaming step (T = 1, input {OBSERVATION} floats), XLA cost analysis on {machine}")
+    print(table(rows))
+    print(
+        "\nGTrXL keeps one mem [M, d] per layer, shared by its heads: its state column is per layer "
+        "(as Table 5.1's GTrXL entry). Self-attention FLOPs include the layer's output projection."
+    )
+    print("\nconfigs:")
+    for row in rows:
+        print(f"  {row['model']}: {row['config']}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dict(machine=machine, rows=rows), indent=2, default=float))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
