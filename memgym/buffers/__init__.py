@@ -1,1 +1,26 @@
-"""memgym.buffers."""
+"""Buffers: on-policy rollouts (:mod:`.rollout`), TBB replay (:mod:`.tape`), SBB replay (:mod:`.segment`).
+
+``TapeReplay`` and ``SegmentReplay`` share ``init(example)``, ``add(state, transitions, begin)``,
+``sample(state, key, batch_size)`` and ``can_sample(state)``, so an agent picks one by config
+with :func:`make_replay`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def make_replay(kind: str, capacity: int, segment_length: int | None = None) -> Any:
+    """``"tape"`` (TBB, ``capacity`` transitions) or ``"segment"`` (SBB, ``capacity // segment_length`` rows)."""
+    from memgym.buffers.segment import SegmentReplay
+    from memgym.buffers.tape import TapeReplay
+
+    if kind == "tape":
+        return TapeReplay(capacity)
+    if kind == "segment":
+        if segment_length is None:
+            raise ValueError("segment_length is required for kind='segment'")
+        if isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 1:
+            raise ValueError(f"segment_length must be a positive integer, got segment_length={segment_length!r}")
+        return SegmentReplay(max(1, capacity // segment_length), segment_length)
+    raise ValueError(f"kind must be 'tape' or 'segment', got kind={kind!r}")

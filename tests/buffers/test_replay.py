@@ -1,0 +1,232 @@
+"""TBB (monoid paper Alg. 4–5) and SBB (§4.1, eq. 23–27) replay against plain-Python references.
+
+Every stored transition carries a unique id (its position in the collected stream), so
+loss, duplication and reordering are visible directly.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgym.buffers import make_replay
+from memgym.buffers.segment import SegmentReplay
+from memgym.buffers.tape import TapeReplay
+
+SETTINGS = settings(max_examples=40, deadline=None)
+CAPACITY = 24
+ADD = 6  # transitions per add call (static shape: one compile)
+
+
+def stream(seed: int, calls: int, begin_rate: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``calls`` chunks of ``ADD`` transitions (ids 0, 1, …) with random begin flags."""
+    rng = np.random.default_rng(seed)
+    begin = rng.random(calls * ADD) < begin_rate
+    begin[0] = rng.random() < 0.8  # sometimes the stream starts mid-episode
+    ids = np.arange(calls * ADD, dtype=np.int32)
+    return [(ids[i * ADD : (i + 1) * ADD], begin[i * ADD : (i + 1) * ADD]) for i in range(calls)]
+
+
+def tape_reference(chunks, capacity: int) -> list[list[int]]:
+    """Alg. 4 on Python lists: episodes oldest first; transitions outside any episode are dropped."""
+    episodes: list[list[int]] = []
+    for ids, begin in chunks:
+        while episodes and sum(map(len, episodes)) + len(ids) > capacity:
+            episodes.pop(0)
+        for i, b in zip(ids.tolist(), begin.tolist()):
+            if b:
+                episodes.append([i])
+            elif episodes:
+                episodes[-1].append(i)
+    return episodes
+
+
+tape = TapeReplay(CAPACITY)
+tape_add = jax.jit(tape.add)
+tape_sample = jax.jit(tape.sample, static_argnums=2)
+
+
+def fill_tape(chunks):
+    state = tape.init(jnp.int32(0))
+    for ids, begin in chunks:
+        state = tape_add(state, jnp.asarray(ids), jnp.asarray(begin))
+    return state
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6))
+def test_tape_keeps_whole_episodes_in_order(seed, calls, begin_rate):
+    chunks = stream(seed, calls, begin_rate)
+    state = fill_tape(chunks)
+    episodes = tape_reference(chunks, CAPACITY)
+    data, begin, valid = tape.ordered(state)
+    stored = np.asarray(data)[np.asarray(valid)].tolist()
+    assert stored == [i for ep in episodes for i in ep]  # nothing lost, duplicated or reordered
+    assert int(state.size) <= CAPACITY
+    assert np.asarray(begin)[np.asarray(valid)].tolist() == [j == 0 for ep in episodes for j in range(len(ep))]
+    if episodes:
+        assert bool(begin[0])  # the head is always an episode start
+    starts, lengths, count = tape.episodes(state)
+    assert int(count) == len(episodes)
+    assert np.asarray(lengths)[: len(episodes)].tolist() == [len(ep) for ep in episodes]
+    n = calls * ADD
+    assert int(state.added) == n
+    assert int(state.size + state.evicted + state.dropped) == n
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.integers(1, 40))
+def test_tape_sample_concatenates_whole_episodes(seed, calls, begin_rate, batch_size):
+    chunks = stream(seed, calls, begin_rate)
+    episodes = tape_reference(chunks, CAPACITY)
+    if not episodes:
+        return
+    state = fill_tape(chunks)
+    batch = tape_sample(state, jax.random.key(seed), batch_size)
+    ids, begin = np.asarray(batch.data), np.asarray(batch.begin)
+    assert ids.shape == begin.shape == (batch_size,) and bool(np.all(batch.mask))
+    assert begin[0]
+    by_first = {ep[0]: ep for ep in episodes}
+    runs = np.split(ids, np.flatnonzero(begin)[1:])
+    for k, run in enumerate(runs):
+        episode = by_first[int(run[0])]  # every run starts at a true episode start
+        if k < len(runs) - 1:
+            assert run.tolist() == episode  # whole episodes...
+        else:
+            assert run.tolist() == episode[: len(run)]  # ...except possibly the last, cut short
+
+
+def test_tape_sampling_is_uniform_over_episodes():
+    """Chi-square test of the draw counts (fixed seed): every episode, the newest included."""
+    lengths = [1, 5, 2, 9, 3, 1, 4]
+    begin = np.concatenate([np.eye(1, n, 0, bool)[0] for n in lengths])
+    state = TapeReplay(40).add(TapeReplay(40).init(jnp.int32(0)), jnp.arange(begin.size, dtype=jnp.int32), begin)
+    first_ids = np.cumsum([0] + lengths[:-1])
+    counts = np.zeros(len(lengths))
+    sample = jax.jit(TapeReplay(40).sample, static_argnums=2)
+    for i in range(400):
+        batch = sample(state, jax.random.key(i), 16)
+        ids = np.asarray(batch.data)[np.asarray(batch.begin)]
+        counts += np.array([(ids == f).sum() for f in first_ids])
+    expected = counts.sum() / len(lengths)
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert counts.min() > 0
+    assert chi2 < 22.46  # 99.9% quantile of chi-square with 6 degrees of freedom
+
+
+def test_tape_drops_transitions_without_an_episode_start():
+    buf = TapeReplay(8)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(4), jnp.array([0, 0, 1, 0], bool))
+    assert int(state.size) == 2 and int(state.dropped) == 2
+    # an episode longer than the whole tape leaves nothing behind but its successor
+    state = buf.add(state, jnp.arange(10, 18), jnp.zeros(8, bool))
+    assert int(state.size) == 0
+    state = buf.add(state, jnp.arange(20, 23), jnp.array([0, 1, 0], bool))
+    assert np.asarray(buf.ordered(state)[0])[:2].tolist() == [21, 22]
+
+
+def test_tapes_vmap_one_per_worker():
+    workers = 3
+    states = jax.vmap(lambda _: tape.init(jnp.int32(0)))(jnp.arange(workers))
+    add = jax.jit(jax.vmap(tape.add))
+    for step in range(5):
+        ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step
+        begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0)
+        states = add(states, ids, begin)
+    batch = jax.jit(tape.sample_tapes, static_argnums=2)(states, jax.random.key(0), 30)
+    assert batch.data.shape == (30,)
+    for w, part in enumerate(np.asarray(batch.data).reshape(workers, 10)):
+        assert set(((part % 100) // ADD).tolist()) == {w}  # each part comes from its own tape
+    with pytest.raises(ValueError, match="multiple of the number of tapes"):
+        tape.sample_tapes(states, jax.random.key(0), 31)
+
+
+# --- SBB ---------------------------------------------------------------------------------------
+
+
+def segment_reference(chunks, length: int) -> list[list[tuple[int, bool]]]:
+    """split + pad (eq. 23–26) on Python lists: every row ever started, oldest first."""
+    rows: list[list[tuple[int, bool]]] = []
+    for ids, begin in chunks:
+        for i, b in zip(ids.tolist(), begin.tolist()):
+            if b or not rows or len(rows[-1]) == length:
+                rows.append([])
+            rows[-1].append((i, b))
+    return rows
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.sampled_from([1, 3, 4]))
+def test_segments_split_and_pad(seed, calls, begin_rate, length):
+    chunks = stream(seed, calls, begin_rate)
+    rows_capacity = 10
+    buf = SegmentReplay(rows_capacity, length)
+    state = buf.init({"id": jnp.int32(0), "x": jnp.zeros(2)})
+    add = jax.jit(buf.add)
+    for ids, begin in chunks:
+        state = add(state, {"id": jnp.asarray(ids) + 1, "x": jnp.ones((len(ids), 2))}, jnp.asarray(begin))
+    rows = segment_reference(chunks, length)
+    assert int(state.rows_used) == len(rows)
+    kept = rows[-rows_capacity:]  # the ring overwrote the oldest rows
+    first = len(rows) - len(kept)
+    data, mask, begin = np.asarray(state.data["id"]), np.asarray(state.mask), np.asarray(state.begin)
+    for k, row in enumerate(kept):
+        slot = (first + k) % rows_capacity
+        assert data[slot].tolist() == [i + 1 for i, _ in row] + [0] * (length - len(row))  # zero padding
+        assert mask[slot].tolist() == [True] * len(row) + [False] * (length - len(row))  # masks count real steps
+        assert begin[slot].tolist() == [b for _, b in row] + [False] * (length - len(row))
+        x = np.asarray(state.data["x"][slot])
+        assert np.all(x[mask[slot]] == 1.0) and np.all(x[~mask[slot]] == 0.0)
+    unused = [s for s in range(rows_capacity) if s >= len(rows)]
+    assert not mask[unused].any()
+
+
+def test_segment_sample_shapes_and_errors():
+    buf = SegmentReplay(16, 4)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(1, 11), jnp.array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0], bool))
+    batch = jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), 12)
+    assert batch.data.shape == batch.mask.shape == batch.begin.shape == (3, 4)
+    rows = np.asarray(batch.data)
+    assert set(map(tuple, rows.tolist())) <= {(1, 2, 3, 4), (5, 0, 0, 0), (6, 7, 8, 9), (10, 0, 0, 0)}
+    with pytest.raises(ValueError, match="multiple of segment_length=4"):
+        buf.sample(state, jax.random.key(0), 10)
+
+
+def test_segment_sampling_is_uniform_over_rows():
+    buf = SegmentReplay(8, 2)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(1, 9), jnp.array([1, 0, 1, 1, 0, 0, 1, 0], bool))
+    used = int(state.rows_used)
+    sample = jax.jit(buf.sample, static_argnums=2)
+    counts = np.zeros(used)
+    for i in range(300):
+        first = np.asarray(sample(state, jax.random.key(i), 8).data)[:, 0]
+        counts += np.array([(first == f).sum() for f in np.asarray(state.data)[:used, 0]])
+    expected = counts.sum() / used
+    assert ((counts - expected) ** 2 / expected).sum() < 18.47  # 99.9%, 4 dof (5 rows)
+
+
+def test_same_surface_and_bad_input():
+    for kind in ("tape", "segment"):
+        buf = make_replay(kind, 64, segment_length=4)
+        state = buf.init(jnp.zeros(3))
+        assert not bool(buf.can_sample(state))
+        state = jax.jit(buf.add)(state, jnp.ones((5, 3)), jnp.array([1, 0, 0, 1, 0], bool))
+        assert bool(buf.can_sample(state))
+        batch = jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(1), 8)
+        assert int(batch.mask.sum()) <= 8 and batch.data.shape[-1] == 3
+    with pytest.raises(ValueError, match="kind must be 'tape' or 'segment'"):
+        make_replay("ring", 10)
+    with pytest.raises(ValueError, match="capacity=0"):
+        TapeReplay(0)
+    with pytest.raises(ValueError, match="segment_length=0"):
+        SegmentReplay(4, 0)
+    with pytest.raises(ValueError, match="cannot add 30 transitions"):
+        tape.add(tape.init(jnp.int32(0)), jnp.arange(30), jnp.ones(30, bool))
+    with pytest.raises(ValueError, match="leading size n"):
+        tape.add(tape.init(jnp.int32(0)), jnp.arange(3), jnp.ones(4, bool))
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        tape.sample(tape.init(jnp.int32(0)), jax.random.key(0), 0)
