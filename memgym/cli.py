@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TextIO
 
 import numpy as np
@@ -188,6 +189,81 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- leaderboard ---------------------------------------------------------------------------
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive corridor lengths, got {text!r}")
+    return values
+
+
+def _steps(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of steps such as 1e6, got {text!r}") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number of steps, got {text!r}")
+    return int(value)
+
+
+def cmd_leaderboard_run(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import report, runner
+
+    budget = runner.preset(
+        args.preset, corridor_lengths=args.corridor_lengths, seeds=args.seeds, total_steps=args.steps,
+        eval_episodes=args.eval_episodes,
+    )
+    print(f"memgym leaderboard: preset {budget.name}, corridor lengths {list(budget.corridor_lengths)}, "
+          f"{budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {args.results}", flush=True)
+    runner.run(args.agent, budget, args.results, log=lambda line: print(line, flush=True))
+    written = report.write_report(args.results)
+    print((Path(written["markdown"])).read_text())
+    print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def cmd_leaderboard_report(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import report
+
+    written = report.write_report(args.results, args.out)
+    print(Path(written["markdown"]).read_text())
+    print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def cmd_leaderboard_check(args: argparse.Namespace) -> int:
+    from memgym.leaderboard.check import check_agent
+
+    results = check_agent(args.agent, budget=args.steps)
+    for name, passed, explanation in results:
+        print(f"{'PASS' if passed else 'FAIL'}  {name}")
+        if not passed:
+            print("      " + explanation.strip().replace("\n", "\n      "))
+    failed = sum(not passed for _, passed, _ in results)
+    print(f"{len(results) - failed}/{len(results)} checks passed")
+    return 1 if failed else 0
+
+
+def cmd_leaderboard_list(args: argparse.Namespace) -> int:
+    from memgym.leaderboard.protocol import entry_points
+    from memgym.leaderboard.runner import PRESETS
+
+    print("registered agents (entry point group memgym.agents):")
+    for name, entry in sorted(entry_points().items()):
+        print(f"  {name:24s} {entry.value}")
+    print("presets:")
+    for budget in PRESETS.values():
+        print(f"  {budget.name:10s} lengths {list(budget.corridor_lengths)}, {budget.seeds} seeds, "
+              f"{budget.total_steps:,} steps, eval {budget.eval_episodes} episodes")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -209,6 +285,29 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=_positive_int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
+
+    board = sub.add_parser("leaderboard", help="score agents by T-Maze success across corridor lengths")
+    board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
+    run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
+    run.add_argument("--agent", action="append", required=True,
+                     help="'package.module:factory' or a registered name (repeat for several agents)")
+    run.add_argument("--preset", default="smoke", help="smoke | standard | thesis (default: smoke)")
+    run.add_argument("--results", default="leaderboard-results", help="results directory (resumes if it exists)")
+    run.add_argument("--corridor-lengths", type=_lengths, default=None, help="e.g. 120,140,160")
+    run.add_argument("--seeds", type=_positive_int, default=None)
+    run.add_argument("--steps", type=_steps, default=None, help="training steps per cell, e.g. 1e6")
+    run.add_argument("--eval-episodes", type=_positive_int, default=None)
+    run.set_defaults(func=cmd_leaderboard_run)
+    rep = board_sub.add_parser("report", help="rebuild board.md / board.json / board.png from stored results")
+    rep.add_argument("--results", default="leaderboard-results")
+    rep.add_argument("--out", default=None, help="output directory (default: the results directory)")
+    rep.set_defaults(func=cmd_leaderboard_report)
+    chk = board_sub.add_parser("check", help="fast conformance check of a submission")
+    chk.add_argument("agent")
+    chk.add_argument("--steps", type=_steps, default=None, help="training steps of the check (JAX tier)")
+    chk.set_defaults(func=cmd_leaderboard_check)
+    lst = board_sub.add_parser("list", help="registered agents and presets")
+    lst.set_defaults(func=cmd_leaderboard_list)
     return parser
 
 

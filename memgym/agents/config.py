@@ -1,0 +1,221 @@
+"""Agent configurations and the thesis's architecture presets.
+
+Every option of an agent is a field of a frozen dataclass, so a config is hashable
+(it is closed over by jitted functions), printable, and the ``memgym train``
+command exposes each field as a flag.
+
+:data:`MEMORY_PRESETS` are thesis Table A.2 (T-Maze, ≈1.6M parameters per agent):
+LSTM d = 600, GRU d = 680; GTrXL, ReLiT and AReLiT with d = 128, 4 layers,
+4 heads × 64, η = 4, r = 1, GTrXL memory M = 128 or 256. The monoid paper's
+models (S5, LRU, FFM, linear attention) get sizes in the same range.
+:data:`THESIS_TMAZE_HPARAMS` are the learning rate / entropy coefficient per
+model from the thesis authors' published configs (picked from the Table A.1 grid).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: name -> (memory model name in memgym.memory.MODELS, its config)
+MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "lstm": ("lstm", dict(features=600)),
+    "gru": ("gru", dict(features=680)),
+    "gtrxl-128": ("gtrxl", dict(features=128, num_layers=4, num_heads=4, head_dim=64, memory_size=128)),
+    "gtrxl-256": ("gtrxl", dict(features=128, num_layers=4, num_heads=4, head_dim=64, memory_size=256)),
+    "relit": ("relit", dict(features=128, num_layers=4, num_heads=4, head_dim=64, eta=4)),
+    "arelit": ("arelit", dict(features=128, num_layers=4, num_heads=4, head_dim=64, eta=4, r=1)),
+    "linear_attention": ("linear_attention", dict(features=128, num_layers=4, num_heads=4, head_dim=64)),
+    "s5": ("s5", dict(features=256, state_size=256)),
+    "lru": ("lru", dict(features=256, state_size=256)),
+    "ffm": ("ffm", dict(features=256, memory_size=64, context_size=8)),
+    # Small models for smoke runs on a laptop CPU.
+    "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
+    "tiny-gru": ("gru", dict(features=64)),
+    "tiny-lstm": ("lstm", dict(features=64)),
+}
+
+#: preset -> (learning rate, entropy coefficient); thesis authors' T-Maze A2C configs.
+THESIS_TMAZE_HPARAMS: dict[str, tuple[float, float]] = {
+    "relit": (1e-4, 1e-3),
+    "arelit": (1e-4, 1e-3),
+    "lstm": (1e-4, 1e-3),
+    "gru": (5e-4, 1e-2),
+    "gtrxl-128": (5e-4, 1e-2),
+    "gtrxl-256": (5e-4, 1e-3),
+}
+
+
+def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(model name, config)`` for a preset name or a raw model name plus overrides.
+
+    ``memory_config`` may be a mapping or a JSON object string (from the command line);
+    its entries override the preset's.
+    """
+    from memgym import memory as memory_lib
+
+    if isinstance(memory_config, str):
+        try:
+            memory_config = json.loads(memory_config) if memory_config.strip() else {}
+        except json.JSONDecodeError as error:
+            raise ValueError(f"memory_config must be a JSON object, got {memory_config!r}: {error}") from None
+        if not isinstance(memory_config, dict):
+            raise ValueError(f"memory_config must be a JSON object, got {memory_config!r}")
+    overrides = dict(memory_config or {})
+    if memory in MEMORY_PRESETS:
+        name, config = MEMORY_PRESETS[memory]
+        return name, {**config, **overrides}
+    if memory in memory_lib.MODELS:
+        return memory, overrides
+    raise ValueError(
+        f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"
+    )
+
+
+def _positive(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be positive, got {name}={value!r}")
+
+
+def _unit(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {name}={value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig:
+    """A2C (thesis §2.2.1, §5.1.2, Table A.1) or recurrent PPO (§2.2.2, Table A.3).
+
+    Defaults are the thesis T-Maze A2C setup: 8 environments × 256-step rollouts,
+    γ 0.99, GAE λ 0.95, value coefficient 0.5, actor/critic heads 2 × 128 tanh.
+    """
+
+    algorithm: str = "a2c"  # "a2c" | "ppo"
+    memory: str = "arelit"  # a MEMORY_PRESETS name or a memgym.memory model name
+    memory_config: str = ""  # JSON overrides of the memory model's options
+    total_steps: int = 1_000_000  # environment steps over all environments
+    num_envs: int = 8
+    rollout_length: int = 256
+    learning_rate: float = 1e-4
+    entropy_coef: float = 1e-3
+    value_coef: float = 0.5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    max_grad_norm: float = 0.5
+    head_width: int = 128
+    head_layers: int = 2
+    bootstrap_truncated: bool = True  # value of the cut-off observation on time-limit truncation
+    # PPO only
+    epochs: int = 4
+    num_minibatches: int = 4
+    clip_eps: float = 0.1
+    value_clip: float = 1.0
+    batching: str = "tape"  # "tape": whole rollouts from stored carries; "segment": length-L segments
+    segment_length: int = 64
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ("a2c", "ppo"):
+            raise ValueError(f"algorithm must be 'a2c' or 'ppo', got algorithm={self.algorithm!r}")
+        if self.batching not in ("tape", "segment"):
+            raise ValueError(f"batching must be 'tape' or 'segment', got batching={self.batching!r}")
+        _positive(self, "total_steps", "num_envs", "rollout_length", "learning_rate", "max_grad_norm",
+                  "head_width", "head_layers", "epochs", "num_minibatches", "clip_eps", "value_clip",
+                  "segment_length")
+        _unit(self, "gamma", "gae_lambda")
+        if self.entropy_coef < 0 or self.value_coef < 0:
+            raise ValueError(f"entropy_coef and value_coef must be >= 0, got {self.entropy_coef}, {self.value_coef}")
+        if self.total_steps < self.steps_per_update:
+            raise ValueError(
+                f"total_steps={self.total_steps} is less than one update (num_envs × rollout_length = "
+                f"{self.steps_per_update})"
+            )
+        if self.algorithm == "ppo":
+            rows = self.num_envs if self.batching == "tape" else self.num_envs * self.rollout_length // self.segment_length
+            if self.batching == "segment" and self.rollout_length % self.segment_length:
+                raise ValueError(
+                    f"rollout_length={self.rollout_length} must be a multiple of segment_length={self.segment_length}"
+                )
+            if rows % self.num_minibatches:
+                raise ValueError(
+                    f"num_minibatches={self.num_minibatches} must divide the {rows} "
+                    f"{'environments' if self.batching == 'tape' else 'segments'} of a rollout"
+                )
+        resolve_memory(self.memory, self.memory_config)
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_length
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // self.steps_per_update
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """Double DQN with a dueling head over a memory model, TBB or SBB replay (monoid paper §5.3, Alg. 1–2)."""
+
+    memory: str = "ffm"
+    memory_config: str = ""
+    total_steps: int = 200_000
+    num_envs: int = 8
+    steps_per_update: int = 1  # environment steps per environment between gradient updates
+    batching: str = "tape"  # "tape" (TBB) or "segment" (SBB)
+    segment_length: int = 20
+    batch_size: int = 1000  # transitions per update (SBB: batch_size // segment_length segments)
+    buffer_size: int = 100_000  # transitions (split across the environments' tapes)
+    learning_starts: int = 5_000
+    learning_rate: float = 1e-4
+    gamma: float = 0.99
+    target_rate: float = 0.995  # Polyak β: target ← β·target + (1 − β)·online
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_fraction: float = 0.2  # of total_steps spent annealing ε
+    max_grad_norm: float = 10.0
+    head_width: int = 128
+
+    def __post_init__(self) -> None:
+        if self.batching not in ("tape", "segment"):
+            raise ValueError(f"batching must be 'tape' or 'segment', got batching={self.batching!r}")
+        _positive(self, "total_steps", "num_envs", "steps_per_update", "segment_length", "batch_size",
+                  "buffer_size", "learning_rate", "max_grad_norm", "head_width", "epsilon_fraction")
+        _unit(self, "gamma", "target_rate", "epsilon_start", "epsilon_end")
+        starts = self.learning_starts
+        if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
+            raise ValueError(f"learning_starts must be a non-negative integer, got learning_starts={starts!r}")
+        if self.total_steps < self.num_envs * self.steps_per_update:
+            raise ValueError(
+                f"total_steps={self.total_steps} is less than one update "
+                f"(num_envs × steps_per_update = {self.num_envs * self.steps_per_update})"
+            )
+        # Each environment keeps its own replay (a tape, or rows of segments).
+        if self.batching == "tape" and self.batch_size % self.num_envs:
+            raise ValueError(
+                f"batch_size={self.batch_size} must be a multiple of num_envs={self.num_envs} (one tape each)"
+            )
+        if self.batching == "segment" and self.batch_size % self.segment_length:
+            raise ValueError(
+                f"batch_size={self.batch_size} must be a multiple of segment_length={self.segment_length}"
+            )
+        per_env = self.buffer_size // self.num_envs
+        if per_env < self.steps_per_update:
+            raise ValueError(
+                f"buffer_size={self.buffer_size} is too small for num_envs={self.num_envs} × "
+                f"steps_per_update={self.steps_per_update}"
+            )
+        if self.batching == "segment" and per_env // self.segment_length < self.steps_per_update:
+            raise ValueError(
+                f"buffer_size={self.buffer_size} is too small: each of the num_envs={self.num_envs} environments "
+                f"needs at least steps_per_update={self.steps_per_update} rows of segment_length={self.segment_length}"
+            )
+        resolve_memory(self.memory, self.memory_config)
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // (self.num_envs * self.steps_per_update)

@@ -1,0 +1,90 @@
+"""Agent networks: a memory model shared by an actor and a critic head, or a dueling Q head.
+
+Thesis §5.1.2: "a shared representation learning layer followed by separate actor
+and critic heads … a 2-layer neural network with tanh activations" of width 128.
+Heads use orthogonal initialisation (gain √2 for hidden layers, 0.01 for the
+policy logits, 1 for the value), the usual A2C/PPO choice.
+
+Both networks take one stream — ``obs[T, O]``, ``begin[T]``, a memory carry — and
+batch with ``jax.vmap``; ``T = 1`` acts, a tape replays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym import memory as memory_lib
+from memgym.memory.initializers import orthogonal
+
+Carry = Any
+
+
+def mlp(width: int, layers: int, out: int, out_gain: float, name: str) -> nn.Module:
+    """``layers`` tanh layers of ``width`` then a linear output of size ``out`` (orthogonal init)."""
+    hidden = [nn.Dense(width, kernel_init=orthogonal(np.sqrt(2.0)), name=f"{name}_{i}") for i in range(layers)]
+    output = nn.Dense(out, kernel_init=orthogonal(out_gain), name=f"{name}_out")
+
+    def apply(x: jax.Array) -> jax.Array:
+        for layer in hidden:
+            x = jnp.tanh(layer(x))
+        return output(x)
+
+    return apply
+
+
+class ActorCritic(nn.Module):
+    """``(obs[T, O], begin[T], carry) -> (logits[T, A], value[T], carry)``."""
+
+    memory_name: str
+    memory_config: tuple[tuple[str, Any], ...]
+    num_actions: int
+    head_width: int = 128
+    head_layers: int = 2
+
+    def initialize_carry(self) -> Carry:
+        return memory_carry(self.memory_name, self.memory_config)
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, jax.Array, Carry]:
+        features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
+            obs, begin, carry
+        )
+        logits = mlp(self.head_width, self.head_layers, self.num_actions, 0.01, "actor")(features)
+        value = mlp(self.head_width, self.head_layers, 1, 1.0, "critic")(features)[:, 0]
+        return logits, value, carry
+
+
+class DuelingQNetwork(nn.Module):
+    """``(obs[T, O], begin[T], carry) -> (q[T, A], carry)`` with ``Q = V + A − mean(A)`` (Wang et al. 2016)."""
+
+    memory_name: str
+    memory_config: tuple[tuple[str, Any], ...]
+    num_actions: int
+    head_width: int = 128
+
+    def initialize_carry(self) -> Carry:
+        return memory_carry(self.memory_name, self.memory_config)
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+        features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
+            obs, begin, carry
+        )
+        value = mlp(self.head_width, 1, 1, 1.0, "value")(features)
+        advantage = mlp(self.head_width, 1, self.num_actions, 1.0, "advantage")(features)
+        return value + advantage - advantage.mean(axis=-1, keepdims=True), carry
+
+
+def memory_carry(name: str, config: tuple[tuple[str, Any], ...]) -> Carry:
+    """The initial carry of memory model ``name`` (built outside any parent module)."""
+    return memory_lib.model_class(name)(**dict(config), parent=None).initialize_carry()
+
+
+def frozen_config(config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A hashable form of a memory config (flax module fields must be hashable)."""
+    return tuple(sorted(config.items()))

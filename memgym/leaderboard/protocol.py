@@ -1,0 +1,115 @@
+"""How an agent is submitted to the leaderboard: two tiers, one factory.
+
+A submission is an importable ``"package.module:factory"`` string or the name of an
+entry point in the group ``memgym.agents``. The harness calls
+``factory(context: AgentContext)`` and looks at what comes back:
+
+**JAX tier** (pure functions; the harness ``jit``/``vmap``s training over seeds and
+corridor lengths). The agent has
+
+* ``num_envs: int`` — how many environments ``train`` steps in parallel;
+* ``train(key, env, env_params, total_steps) -> (params, env_state)`` — trains on
+  the functional ``env`` (``reset``/``step`` with auto-reset, see
+  :class:`memgym.envs.functional.FunctionalEnv`) for ``total_steps`` environment
+  steps in total and returns its policy parameters and the *final environment
+  state* it stepped (the harness reads its own episode counters from it);
+* ``init_carry() -> carry`` and ``act(params, carry, obs, begin, key) -> (action, carry)``
+  — one stream, one step; ``begin`` is True on an episode's first observation.
+
+**Any-framework tier** (bsuite-style; NumPy, PyTorch, anything). The agent has
+
+* ``act(obs: np.ndarray[N, O], begin: np.ndarray[N]) -> np.ndarray[N]`` actions;
+* ``observe(action, reward, next_obs, terminated, truncated)`` — called after every
+  vector step (arrays ``[N, ...]``; ``next_obs`` is the observation *after* the
+  step; where an episode ended it is the episode's last observation, and the next
+  ``act`` receives the new episode's first one with ``begin`` set);
+
+and the harness drives a Gymnasium vector environment of ``context.num_envs``
+T-Mazes. Agents never report their own score: the harness counts episodes and
+successes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import gymnasium as gym
+
+ENTRY_POINT_GROUP = "memgym.agents"
+JAX_TIER_ATTRIBUTES = ("num_envs", "train", "init_carry", "act")
+ANY_TIER_ATTRIBUTES = ("act", "observe")
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentContext:
+    """What the harness tells a factory.
+
+    Attributes:
+        observation_space, action_space: of one T-Maze environment.
+        num_envs: environments in the vector env the harness drives (any-framework tier).
+        seed: the run's seed (any-framework tier: seed your own randomness with it).
+        total_steps: the training budget in environment steps.
+    """
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    num_envs: int = 8
+    seed: int = 0
+    total_steps: int = 0
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    """Agents registered in the ``memgym.agents`` entry-point group, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_factory(spec: str) -> Callable[[AgentContext], Any]:
+    """The factory named by ``spec``: ``"package.module:attribute"`` or an entry-point name."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"agent must be 'package.module:factory' or a registered name, got {spec!r}")
+    if ":" in spec:
+        module_name, _, attribute = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ValueError(f"agent {spec!r}: cannot import module {module_name!r} ({error})") from error
+        factory = module
+        for part in attribute.split("."):
+            if not hasattr(factory, part):
+                raise ValueError(f"agent {spec!r}: module {module_name!r} has no attribute {attribute!r}")
+            factory = getattr(factory, part)
+    else:
+        registered = entry_points()
+        if spec not in registered:
+            raise ValueError(
+                f"agent {spec!r} is not a 'package.module:factory' string nor a registered agent; "
+                f"registered: {', '.join(sorted(registered)) or '(none)'}"
+            )
+        factory = registered[spec].load()
+    if not callable(factory):
+        raise ValueError(f"agent {spec!r} resolves to {factory!r}, which is not callable")
+    return factory
+
+
+def tier(agent: Any) -> str:
+    """``"jax"`` or ``"any"``; raises ``TypeError`` listing what is missing otherwise."""
+    if all(hasattr(agent, name) for name in JAX_TIER_ATTRIBUTES):
+        return "jax"
+    if all(hasattr(agent, name) for name in ANY_TIER_ATTRIBUTES):
+        return "any"
+    missing_jax = [n for n in JAX_TIER_ATTRIBUTES if not hasattr(agent, n)]
+    missing_any = [n for n in ANY_TIER_ATTRIBUTES if not hasattr(agent, n)]
+    raise TypeError(
+        f"{type(agent).__name__} is neither a JAX-tier agent (missing {missing_jax}) "
+        f"nor an any-framework agent (missing {missing_any}); see docs/submitting.md"
+    )
+
+
+def agent_id(spec: str) -> str:
+    """A file-system-safe name for an agent spec (the results store's directory)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", spec).strip("_") or "agent"

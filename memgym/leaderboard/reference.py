@@ -1,0 +1,107 @@
+"""The built-in reference agents, submitted to the harness like any other agent.
+
+Each public ``a2c_*``, ``ppo_*`` and ``dqn_*`` function is a factory registered in
+the ``memgym.agents`` entry-point group (see ``pyproject.toml``) and usable as
+``memgym.leaderboard.reference:a2c_arelit``. A2C agents use the thesis T-Maze
+setup (Table A.1) with the per-model learning rate and entropy coefficient of the
+thesis authors' configs; ``tiny`` agents are small enough for a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from memgym.agents.config import THESIS_TMAZE_HPARAMS, ActorCriticConfig, DQNConfig
+from memgym.leaderboard.protocol import AgentContext
+
+
+class TrainerAgent:
+    """JAX-tier agent over :class:`~memgym.agents.actor_critic.ActorCriticTrainer` or
+    :class:`~memgym.agents.dqn.DQNTrainer` (the trainer is built for the env it is given)."""
+
+    def __init__(self, config: ActorCriticConfig | DQNConfig):
+        self.config = config
+        self.num_envs = config.num_envs
+        self._trainer = None
+
+    def _trainer_for(self, env: Any, env_params: Any, total_steps: int):
+        if isinstance(self.config, DQNConfig):
+            from memgym.agents.dqn import DQNTrainer as Trainer
+        else:
+            from memgym.agents.actor_critic import ActorCriticTrainer as Trainer
+        config = dataclasses.replace(self.config, total_steps=int(total_steps))
+        self._trainer = Trainer(config, env, example_params=env_params)
+        return self._trainer
+
+    def train(self, key, env, env_params, total_steps: int):
+        state, _ = self._trainer_for(env, env_params, total_steps).train(key, env_params)
+        return state.params, state.env_state
+
+    def _acting(self):
+        if self._trainer is None:
+            raise RuntimeError("this agent acts with the network built by train(); call train first")
+        return self._trainer
+
+    def init_carry(self):
+        return self._acting().initialize_carry()
+
+    def act(self, params, carry, obs, begin, key):
+        return self._acting().act(params, carry, obs, begin, key)
+
+
+def a2c(memory: str, **overrides: Any):
+    """A factory of thesis-style A2C agents with memory preset ``memory``."""
+    learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(memory, (1e-4, 1e-3))
+    options = {"learning_rate": learning_rate, "entropy_coef": entropy_coef, **overrides}
+    config = ActorCriticConfig(algorithm="a2c", memory=memory, **options)
+
+    def factory(context: AgentContext) -> TrainerAgent:
+        return TrainerAgent(config)
+
+    factory.__doc__ = f"A2C with {memory} memory (thesis T-Maze setup)."
+    return factory
+
+
+def ppo(memory: str, **overrides: Any):
+    options = {"learning_rate": 3e-4, "entropy_coef": 1e-2, **overrides}
+    config = ActorCriticConfig(algorithm="ppo", memory=memory, **options)
+
+    def factory(context: AgentContext) -> TrainerAgent:
+        return TrainerAgent(config)
+
+    factory.__doc__ = f"Recurrent PPO (tape minibatches) with {memory} memory."
+    return factory
+
+
+def dqn(memory: str, **overrides: Any):
+    config = DQNConfig(memory=memory, **overrides)
+
+    def factory(context: AgentContext) -> TrainerAgent:
+        return TrainerAgent(config)
+
+    factory.__doc__ = f"Double dueling DQN with TBB replay and {memory} memory."
+    return factory
+
+
+a2c_lstm = a2c("lstm")
+a2c_gru = a2c("gru")
+a2c_gtrxl_128 = a2c("gtrxl-128")
+a2c_gtrxl_256 = a2c("gtrxl-256")
+a2c_relit = a2c("relit")
+a2c_arelit = a2c("arelit")
+a2c_linear_attention = a2c("linear_attention")
+a2c_s5 = a2c("s5")
+a2c_lru = a2c("lru")
+a2c_ffm = a2c("ffm")
+ppo_arelit = ppo("arelit")
+ppo_gru = ppo("gru")
+dqn_ffm = dqn("ffm")
+dqn_lru = dqn("lru")
+# Small agents for CPU smoke runs: shorter rollouts so short budgets still give many updates.
+a2c_tiny_gru = a2c("tiny-gru", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
+a2c_tiny_arelit = a2c("tiny-arelit", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
+dqn_tiny_gru = dqn(
+    "tiny-gru", batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3, target_rate=0.99,
+    epsilon_fraction=0.3,
+)

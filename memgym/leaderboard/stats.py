@@ -1,0 +1,101 @@
+"""Statistics of a leaderboard: per corridor length and overall.
+
+* mean ± standard error over seeds — the thesis's statistic (Fig. 5.2, 5.3);
+* interquartile mean (IQM) and 95% *stratified* bootstrap intervals — the
+  recommendation of Agarwal et al. (2021, "Deep RL at the edge of the statistical
+  precipice", the ``rliable`` library): seeds are resampled with replacement
+  *within* each corridor length (the strata), never across them;
+* the headline score: mean success over corridor lengths;
+* ``L*``: the longest corridor whose lower 95% bound is at least 0.9.
+
+Pure numpy; the bootstrap uses an explicit seed, so a board is reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_SAMPLES = 2000
+CONFIDENCE = 0.95
+SOLVED = 0.9
+
+
+def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean: the mean of the middle 50% of ``values`` along ``axis``.
+
+    With ``n`` values sorted, the lowest and highest ``n/4`` are dropped; fractional
+    quarters are handled by weighting the boundary values (so IQM is defined for any n ≥ 1).
+    """
+    values = np.sort(np.asarray(values, np.float64), axis=axis)
+    n = values.shape[axis]
+    if n == 0:
+        raise ValueError("iqm needs at least one value")
+    # Weight of each order statistic: its overlap with the interval [n/4, 3n/4].
+    lo, hi = n / 4.0, 3.0 * n / 4.0
+    edges = np.arange(n + 1)
+    weights = np.clip(np.minimum(edges[1:], hi) - np.maximum(edges[:-1], lo), 0.0, None)
+    weights = weights / weights.sum()
+    shape = [1] * values.ndim
+    shape[axis] = n
+    return np.sum(values * weights.reshape(shape), axis=axis)
+
+
+def standard_error(values: np.ndarray) -> float:
+    values = np.asarray(values, np.float64)
+    if values.size < 2:
+        return float("nan")
+    return float(values.std(ddof=1) / np.sqrt(values.size))
+
+
+def stratified_bootstrap(
+    strata: Sequence[np.ndarray],
+    statistic,
+    *,
+    samples: int = BOOTSTRAP_SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic(list of resampled strata)``; each stratum resampled on its own."""
+    rng = np.random.default_rng(seed)
+    strata = [np.asarray(s, np.float64) for s in strata]
+    draws = np.empty(samples)
+    for i in range(samples):
+        draws[i] = statistic([s[rng.integers(0, s.size, s.size)] for s in strata])
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(draws, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+def summarize_length(values: Sequence[float], *, seed: int = 0) -> dict[str, float]:
+    """Mean, SE, IQM and the bootstrap interval of the mean of one corridor length's seeds."""
+    values = np.asarray(values, np.float64)
+    low, high = stratified_bootstrap([values], lambda s: s[0].mean(), seed=seed)
+    return {
+        "n": int(values.size),
+        "mean": float(values.mean()),
+        "se": standard_error(values),
+        "iqm": float(iqm(values)),
+        "ci_low": low,
+        "ci_high": high,
+    }
+
+
+def summarize(by_length: Mapping[int, Sequence[float]], *, seed: int = 0) -> dict:
+    """Per-length summaries, the headline score with its stratified interval, overall IQM and ``L*``."""
+    if not by_length:
+        raise ValueError("summarize needs results for at least one corridor length")
+    lengths = sorted(by_length)
+    per_length = {length: summarize_length(by_length[length], seed=seed + i) for i, length in enumerate(lengths)}
+    strata = [np.asarray(by_length[length], np.float64) for length in lengths]
+    headline = float(np.mean([s.mean() for s in strata]))
+    low, high = stratified_bootstrap(strata, lambda ss: np.mean([s.mean() for s in ss]), seed=seed)
+    solved = [length for length in lengths if per_length[length]["ci_low"] >= SOLVED]
+    return {
+        "per_length": per_length,
+        "score": headline,
+        "score_ci": [low, high],
+        "iqm": float(iqm(np.concatenate(strata))),
+        "longest_solved": max(solved) if solved else None,
+    }
