@@ -29,8 +29,10 @@ Check = tuple[str, bool, str]
 def _attempt(name: str, test: Callable[[], str | None]) -> Check:
     try:
         problem = test()
+    except (ValueError, TypeError) as error:  # a clear message of ours or of the agent's
+        return name, False, f"{type(error).__name__}: {error}"
     except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
-        return name, False, f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
+        return name, False, f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
     return name, problem is None, problem or ""
 
 

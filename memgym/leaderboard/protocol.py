@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -74,6 +76,8 @@ def load_factory(spec: str) -> Callable[[AgentContext], Any]:
         raise ValueError(f"agent must be 'package.module:factory' or a registered name, got {spec!r}")
     if ":" in spec:
         module_name, _, attribute = spec.partition(":")
+        if os.getcwd() not in sys.path:  # submissions are usually modules of the user's current project
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:

@@ -65,7 +65,7 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # A 2-core CPU finishes this in a few minutes (the README's main job).
-    "smoke": Preset("smoke", (4, 6), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64,
+    "smoke": Preset("smoke", (4, 8, 12), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64,
                     max_episode_steps=100),
     "standard": Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
                        eval_episodes=100, max_episode_steps=1000),
@@ -116,40 +116,61 @@ def _record(spec: str, kind: str, budget: Preset, length: int, seed: int, train:
     }
 
 
-def run_jax_cells(agent: Any, spec: str, budget: Preset, length: int, seeds: Sequence[int]) -> list[dict]:
-    """Train and evaluate every seed of one corridor length in one compiled call each."""
-    import jax
-    import jax.numpy as jnp
+class JaxCells:
+    """One JAX-tier agent's compiled training and evaluation, reused for every corridor length.
 
-    from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
-    from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters, evaluate_jax
+    The corridor length is a traced field of the T-Maze params, so one compilation per
+    budget serves the whole grid.
+    """
 
-    started = time.perf_counter()
-    env = ScoredEnv(TMazeJax())
-    inner = tmaze_params(length, max_episode_steps=budget.max_episode_steps)
-    window_start = max(0, (budget.total_steps - budget.train_window) // int(agent.num_envs))
-    params = ScoredParams(inner, jnp.asarray(window_start, jnp.int32))
-    keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), length) for seed in seeds])
-    train = jax.jit(jax.vmap(lambda key: agent.train(key, env, params, budget.total_steps)))
-    policy_params, env_state = train(keys)
+    def __init__(self, agent: Any, budget: Preset):
+        import jax
 
-    evaluate = jax.jit(
-        jax.vmap(lambda p: evaluate_jax(agent, p, TMazeJax(), inner, evaluation_keys(length, budget.eval_episodes),
-                                        budget.max_episode_steps))
-    )
-    success, returns, lengths = (np.asarray(x) for x in evaluate(policy_params))
-    seconds = (time.perf_counter() - started) / len(seeds)
-    records = []
-    for i, seed in enumerate(seeds):
-        state_i = jax.tree.map(lambda x: x[i], env_state)
-        evaluation = {
-            "episodes": int(budget.eval_episodes),
-            "success_rate": float(success[i].mean()),
-            "mean_return": float(returns[i].mean()),
-            "mean_length": float(lengths[i].mean()),
-        }
-        records.append(_record(spec, "jax", budget, length, seed, counters(state_i), evaluation, seconds))
-    return records
+        from memgym.envs.tmaze_jax import TMazeJax
+        from memgym.leaderboard.scoring import ScoredEnv, evaluate_jax
+
+        self.agent, self.budget = agent, budget
+        env = ScoredEnv(TMazeJax())
+        self.train = jax.jit(
+            jax.vmap(lambda key, params: agent.train(key, env, params, budget.total_steps), in_axes=(0, None))
+        )
+        self.evaluate = jax.jit(
+            jax.vmap(
+                lambda policy, params, keys: evaluate_jax(agent, policy, TMazeJax(), params, keys,
+                                                          budget.max_episode_steps),
+                in_axes=(0, None, None),
+            )
+        )
+
+    def run(self, spec: str, length: int, seeds: Sequence[int]) -> list[dict]:
+        """Train and evaluate every seed of one corridor length (one call each, vmapped over seeds)."""
+        import jax
+        import jax.numpy as jnp
+
+        from memgym.envs.tmaze_jax import tmaze_params
+        from memgym.leaderboard.scoring import ScoredParams, counters
+
+        budget = self.budget
+        started = time.perf_counter()
+        inner = tmaze_params(length, max_episode_steps=budget.max_episode_steps)
+        window_start = max(0, (budget.total_steps - budget.train_window) // int(self.agent.num_envs))
+        params = ScoredParams(inner, jnp.asarray(window_start, jnp.int32))
+        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), length) for seed in seeds])
+        policy_params, env_state = self.train(keys, params)
+        evaluated = self.evaluate(policy_params, inner, evaluation_keys(length, budget.eval_episodes))
+        success, returns, lengths = (np.asarray(x) for x in evaluated)
+        seconds = (time.perf_counter() - started) / len(seeds)
+        records = []
+        for i, seed in enumerate(seeds):
+            evaluation = {
+                "episodes": int(budget.eval_episodes),
+                "success_rate": float(success[i].mean()),
+                "mean_return": float(returns[i].mean()),
+                "mean_length": float(lengths[i].mean()),
+            }
+            train = counters(jax.tree.map(lambda x: x[i], env_state))
+            records.append(_record(spec, "jax", budget, length, seed, train, evaluation, seconds))
+        return records
 
 
 def _vector_env(length: int, num_envs: int, max_episode_steps: int) -> gym.vector.VectorEnv:
@@ -233,6 +254,7 @@ def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[s
         factory = load_factory(spec)
         context = AgentContext(observation_space, action_space, 8, 0, budget.total_steps)
         kind = tier(factory(context))
+        cells = JaxCells(factory(context), budget) if kind == "jax" else None
         for length in budget.corridor_lengths:
             missing = [s for s in range(budget.seeds) if not store.has(name, length, s)]
             if not missing:
@@ -241,7 +263,7 @@ def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[s
             log(f"[{spec}] L={length}: training seeds {missing} for {budget.total_steps:,} steps ({kind} tier) ...")
             started = time.perf_counter()
             if kind == "jax":
-                records = run_jax_cells(factory(context), spec, budget, length, missing)
+                records = cells.run(spec, length, missing)
             else:
                 records = [run_any_cell(factory, spec, budget, length, seed) for seed in missing]
             for record in records:

@@ -1,0 +1,1 @@
+"""Example leaderboard submissions (importable as ``examples.<module>:factory`` from the repository root)."""

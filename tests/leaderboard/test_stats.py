@@ -1,0 +1,56 @@
+"""Leaderboard statistics: IQM, standard error, stratified bootstrap, headline score and L*."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgym.leaderboard.stats import iqm, standard_error, stratified_bootstrap, summarize
+
+
+def test_iqm_known_values():
+    assert iqm(np.array([0.0, 1.0, 2.0, 100.0])) == pytest.approx(1.5)  # middle two of four
+    assert iqm(np.arange(8.0)) == pytest.approx(np.mean([2, 3, 4, 5]))
+    assert iqm(np.array([3.0])) == 3.0
+    # n = 5: quarter boundaries at 1.25 and 3.75 -> weights .75, 1, .75 on the 2nd, 3rd, 4th values
+    assert iqm(np.array([0.0, 1.0, 2.0, 3.0, 40.0])) == pytest.approx((0.75 * 1 + 2 + 0.75 * 3) / 2.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+def test_iqm_lies_between_min_and_max_and_ignores_outliers(values):
+    values = np.array(values)
+    assert values.min() - 1e-12 <= iqm(values) <= values.max() + 1e-12
+
+
+def test_standard_error():
+    assert standard_error(np.array([1.0, 3.0])) == pytest.approx(1.0)
+    assert np.isnan(standard_error(np.array([1.0])))
+
+
+def test_bootstrap_interval_contains_mean_and_shrinks_with_data():
+    rng = np.random.default_rng(0)
+    small = rng.random(5)
+    large = rng.random(500)
+    lo_s, hi_s = stratified_bootstrap([small], lambda s: s[0].mean())
+    lo_l, hi_l = stratified_bootstrap([large], lambda s: s[0].mean())
+    assert lo_s <= small.mean() <= hi_s and lo_l <= large.mean() <= hi_l
+    assert hi_l - lo_l < hi_s - lo_s
+
+
+def test_stratified_resampling_never_mixes_strata():
+    """Constant strata give a degenerate interval at the mean of the stratum means."""
+    low, high = stratified_bootstrap([np.zeros(4), np.ones(7)], lambda ss: np.mean([s.mean() for s in ss]))
+    assert low == high == 0.5
+
+
+def test_summarize_score_and_longest_solved():
+    board = summarize({120: [1.0, 1.0, 0.98], 140: [0.95, 1.0, 0.97], 160: [0.2, 0.9, 0.5], 180: [1.0, 1.0, 1.0]})
+    assert board["score"] == pytest.approx(np.mean([np.mean(v) for v in ([1, 1, .98], [.95, 1, .97], [.2, .9, .5], [1, 1, 1])]))
+    assert board["longest_solved"] == 180  # lower bound >= 0.9 at 180 even though 160 is not solved
+    assert board["per_length"][160]["ci_low"] < 0.9
+    assert summarize({10: [0.0, 0.1]})["longest_solved"] is None
+    with pytest.raises(ValueError, match="at least one corridor length"):
+        summarize({})
