@@ -1,0 +1,107 @@
+"""A2C and PPO: replay from stored carries reproduces acting, learning on T-Maze, both PPO batchings."""
+
+from __future__ import annotations
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memgym.agents.actor_critic import ActorCriticTrainer
+from memgym.agents.config import ActorCriticConfig
+from memgym.buffers.rollout import replay_inputs
+from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+
+def config(**overrides) -> ActorCriticConfig:
+    base = dict(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 4, learning_rate=1e-3,
+                entropy_coef=1e-2, num_minibatches=2, segment_length=8)
+    return ActorCriticConfig(**{**base, **overrides})
+
+
+@pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit"])
+def test_replay_from_stored_carries_reproduces_acting(memory):
+    """Two rollouts in a row: the learner's tape replay gives the actor's values and log-probs."""
+    trainer = ActorCriticTrainer(config(memory=memory), TMazeJax())
+    params = tmaze_params(3, max_episode_steps=12)
+    state = trainer.init(jax.random.key(0), params)
+    collect = jax.jit(trainer.collect)
+    state, _, _ = collect(state, params)  # the second rollout starts from a non-trivial carry
+    state, rollout, stats = collect(state, params)
+    obs, begin = replay_inputs(rollout)
+    logits, values = trainer.replay(state.params, obs, begin, rollout.carry)
+    np.testing.assert_allclose(values[:, :-1], rollout.value, atol=1e-4)
+    log_prob = distrax.Categorical(logits=logits[:, :-1]).log_prob(rollout.action)
+    np.testing.assert_allclose(log_prob, rollout.log_prob, atol=1e-4)
+    assert int(stats["episodes"]) > 0
+    # time-limit truncations bootstrap from the value of the cut-off observation
+    truncated = np.asarray(rollout.truncated & ~rollout.terminated)
+    assert truncated.any() and np.all(np.asarray(rollout.final_value)[~truncated] == 0)
+
+
+def success_at_end(metrics) -> np.ndarray:
+    episodes = np.asarray(metrics["episodes"])
+    successes = np.asarray(metrics["successes"])
+    tail = episodes.shape[-1] // 5
+    return successes[..., -tail:].sum(-1) / np.maximum(episodes[..., -tail:].sum(-1), 1)
+
+
+def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
+    trainer = ActorCriticTrainer(config(total_steps=100_000), TMazeJax())
+    params = tmaze_params(np.array([3, 5]), max_episode_steps=np.array([50, 50]))
+    _, metrics = jax.jit(jax.vmap(trainer.train))(jax.random.split(jax.random.key(0), 2), params)
+    assert metrics["episodes"].shape == (2, trainer.config.num_updates)
+    np.testing.assert_array_less(0.9, success_at_end(metrics))
+    assert np.all(np.diff(np.asarray(metrics["env_steps"])) == trainer.config.steps_per_update)
+
+
+@pytest.mark.parametrize("batching", ["tape", "segment"])
+def test_ppo_learns_short_tmaze(batching):
+    trainer = ActorCriticTrainer(
+        config(algorithm="ppo", batching=batching, total_steps=60_000, learning_rate=3e-3, epochs=2), TMazeJax()
+    )
+    _, metrics = jax.jit(trainer.train)(jax.random.key(1), tmaze_params(2, max_episode_steps=30))
+    assert np.isfinite(np.asarray(metrics["policy_loss"])).all()
+    assert success_at_end(metrics) > 0.9
+
+
+def test_run_continues_train():
+    """``init`` + ``run`` in two chunks equals one ``train`` call (resumable training)."""
+    trainer = ActorCriticTrainer(config(), TMazeJax())
+    params = tmaze_params(3, max_episode_steps=20)
+    whole, metrics = jax.jit(trainer.train)(jax.random.key(3), params)
+    state = trainer.init(jax.random.key(3), params)
+    state, first = trainer.run(state, params, 1)
+    state, rest = trainer.run(state, params, 3)
+    for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(state.params)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_array_equal(np.concatenate([first["episodes"], rest["episodes"]]), metrics["episodes"])
+
+
+def test_act_is_one_step_of_the_policy():
+    trainer = ActorCriticTrainer(config(), TMazeJax())
+    policy = trainer.init_params(jax.random.key(0))
+    obs, _ = TMazeJax().reset(jax.random.key(1), tmaze_params(3))
+    action, carry = trainer.act(policy, trainer.initialize_carry(), obs, jnp.ones((), bool), jax.random.key(2))
+    assert action.shape == () and 0 <= int(action) < 4
+    assert jax.tree.structure(carry) == jax.tree.structure(trainer.initialize_carry())
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(algorithm="sac"), "algorithm must be 'a2c' or 'ppo'"),
+        (dict(batching="ring"), "batching must be 'tape' or 'segment'"),
+        (dict(gamma=1.5), "gamma must be in"),
+        (dict(num_envs=0), "num_envs must be positive"),
+        (dict(total_steps=10), "less than one update"),
+        (dict(algorithm="ppo", num_minibatches=3), "num_minibatches=3 must divide"),
+        (dict(algorithm="ppo", batching="segment", segment_length=7), "multiple of segment_length=7"),
+        (dict(memory="transformer"), "unknown memory 'transformer'"),
+        (dict(memory_config="{bad"), "memory_config must be a JSON object"),
+    ],
+)
+def test_bad_config(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(**overrides)
