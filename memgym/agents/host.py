@@ -1,0 +1,96 @@
+"""A host loop: the jitted act/learn functions of :class:`ActorCriticTrainer` on a Gymnasium vector env.
+
+For environments that are not written in JAX (POPGym, Memory Maze, any user
+env) the environment steps on the host while acting (one jitted, vmapped policy
+step per vector step) and learning (the trainer's jitted ``learn`` on a
+:class:`~memgym.buffers.rollout.Rollout`) stay compiled. The rollout is built
+exactly like the pure-JAX collector builds it, so the same update code trains on
+both. The vector env must use ``AutoresetMode.SAME_STEP`` (the observation
+returned with an episode's end is already the next episode's first one, the
+finished episode's last observation is in ``info["final_obs"]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym.agents.actor_critic import ActorCriticTrainer, RunnerState
+from memgym.buffers.rollout import Rollout
+
+
+class HostLoop:
+    """Trains an :class:`ActorCriticTrainer` on ``envs`` (``config.num_envs`` sub-environments)."""
+
+    def __init__(self, trainer: ActorCriticTrainer, envs: gym.vector.VectorEnv, seed: int = 0):
+        config = trainer.config
+        if envs.num_envs != config.num_envs:
+            raise ValueError(f"envs has {envs.num_envs} sub-environments but config.num_envs={config.num_envs}")
+        if envs.metadata.get("autoreset_mode") != gym.vector.AutoresetMode.SAME_STEP:
+            raise ValueError("envs must be built with autoreset_mode=gym.vector.AutoresetMode.SAME_STEP")
+        self.trainer, self.envs = trainer, envs
+        policy = jax.vmap(trainer.policy, in_axes=(None, 0, 0, 0))
+
+        def act(params, carry, obs, begin, key):
+            dist, value, carry = policy(params, carry, obs, begin)
+            action = dist.sample(seed=key)
+            return action, dist.log_prob(action), value, carry
+
+        self._act = jax.jit(act)
+        self._value = jax.jit(lambda params, carry, obs: policy(params, carry, obs, jnp.zeros(obs.shape[0], bool))[1])
+        self._learn = jax.jit(trainer.learn)
+        key = jax.random.key(seed)
+        key, key_params = jax.random.split(key)
+        params = trainer.init_params(key_params)
+        carry = jax.tree.map(lambda x: jnp.broadcast_to(x, (config.num_envs,) + x.shape), trainer.initialize_carry())
+        obs, _ = envs.reset(seed=seed)
+        self.state = RunnerState(params, trainer.optimizer.init(params), None, jnp.asarray(obs, jnp.float32),
+                                 jnp.ones(config.num_envs, bool), carry, key, jnp.zeros((), jnp.int32))
+
+    def update(self) -> dict[str, Any]:
+        """One rollout on the host, one jitted learning step; returns this update's metrics."""
+        config, state = self.trainer.config, self.state
+        steps: dict[str, list] = {k: [] for k in ("obs", "begin", "action", "reward", "terminated", "truncated",
+                                                   "value", "log_prob", "final_value")}
+        stats = dict(episodes=0, successes=0, return_sum=0.0, length_sum=0)
+        returns = getattr(self, "_returns", np.zeros(config.num_envs))
+        lengths = getattr(self, "_lengths", np.zeros(config.num_envs, int))
+        obs, begin, carry, key = state.obs, state.begin, state.carry, state.key
+        start_carry = carry
+        for _ in range(config.rollout_length):
+            key, key_act = jax.random.split(key)
+            action, log_prob, value, carry = self._act(state.params, carry, obs, begin, key_act)
+            next_obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
+            done = terminated | truncated
+            final_value = np.zeros(config.num_envs, np.float32)
+            cut = truncated & ~terminated
+            if cut.any() and config.bootstrap_truncated:
+                final_obs = np.stack([info["final_obs"][i] if cut[i] else next_obs[i] for i in range(len(cut))])
+                final_value = np.where(cut, np.asarray(self._value(state.params, carry, jnp.asarray(final_obs))), 0.0)
+            returns += reward
+            lengths += 1
+            for i in np.flatnonzero(done):
+                stats["episodes"] += 1
+                stats["successes"] += bool(info.get("final_info", {}).get("success", np.zeros(len(done)))[i])
+                stats["return_sum"] += float(returns[i])
+                stats["length_sum"] += int(lengths[i])
+            returns[done], lengths[done] = 0.0, 0
+            for name, value_ in (("obs", obs), ("begin", begin), ("action", action), ("reward", reward),
+                                 ("terminated", terminated), ("truncated", truncated), ("value", value),
+                                 ("log_prob", log_prob), ("final_value", final_value)):
+                steps[name].append(np.asarray(value_))
+            obs, begin = jnp.asarray(next_obs, jnp.float32), jnp.asarray(done)
+        self._returns, self._lengths = returns, lengths
+        arrays = {k: jnp.asarray(np.stack(v, axis=1)) for k, v in steps.items()}  # [E, T]
+        arrays["obs"] = arrays["obs"].astype(jnp.float32)
+        arrays["reward"] = arrays["reward"].astype(jnp.float32)
+        rollout = Rollout(**arrays, carry=start_carry, next_obs=obs, next_begin=begin)
+        state = state.replace(obs=obs, begin=begin, carry=carry, key=key)
+        state, losses = self._learn(state, rollout)
+        self.state = state.replace(update=state.update + 1)
+        env_steps = int(self.state.update) * config.steps_per_update
+        return dict(stats, **{k: float(v) for k, v in losses.items()}, env_steps=env_steps)
