@@ -264,6 +264,62 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- train ---------------------------------------------------------------------------------
+
+TRAIN_FIXED = {"algorithm", "total_steps", "memory"}  # set by --agent, --steps, --memory
+
+
+def _config_fields(cls) -> list:
+    import dataclasses
+
+    return [f for f in dataclasses.fields(cls) if f.name not in TRAIN_FIXED]
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from memgym.agents.config import ActorCriticConfig, DQNConfig
+    from memgym.agents.training import TMAZE_IDS, train_tmaze
+
+    cls = DQNConfig if args.agent == "dqn" else ActorCriticConfig
+    allowed = {f.name for f in _config_fields(cls)}
+    options = {}
+    for name in {f.name for f in _config_fields(ActorCriticConfig)} | {f.name for f in _config_fields(DQNConfig)}:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if name not in allowed:
+            raise ValueError(f"--{name.replace('_', '-')} does not apply to --agent {args.agent}")
+        options[name] = value
+    if cls is ActorCriticConfig:
+        options["algorithm"] = args.agent
+    config = cls(memory=args.memory, total_steps=args.steps, **options)
+    if args.env not in TMAZE_IDS:
+        raise ValueError(f"--env {args.env!r}: the jitted trainer runs on {', '.join(TMAZE_IDS)}; "
+                         "other Gymnasium environments train with memgym.agents.host.HostLoop from Python")
+    print(f"memgym train: {config}", flush=True)
+    train_tmaze(config, args.out, corridor_length=args.corridor_length, max_episode_steps=args.max_episode_steps,
+                seeds=args.seeds, resume=args.resume, log=lambda line: print(line, flush=True))
+    print(f"metrics: {args.out}/metrics.csv, checkpoint: {args.out}/checkpoint.npz")
+    return 0
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    from memgym.agents.config import ActorCriticConfig, DQNConfig
+
+    seen = set()
+    for cls in (ActorCriticConfig, DQNConfig):
+        for field in _config_fields(cls):
+            if field.name in seen:
+                continue
+            seen.add(field.name)
+            kind = type(field.default)
+            if kind is bool:
+                parser.add_argument(f"--{field.name.replace('_', '-')}", type=lambda t: t.lower() in ("1", "true", "yes"),
+                                    default=None, metavar="BOOL", help=f"default {field.default}")
+            else:
+                parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=None,
+                                    help=f"default {field.default!r} ({cls.__name__})")
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -285,6 +341,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=_positive_int, default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
+
+    train = sub.add_parser("train", help="train an agent on T-Maze (progress, CSV log, checkpoints, curve)")
+    train.add_argument("--agent", choices=["a2c", "ppo", "dqn"], default="a2c")
+    train.add_argument("--memory", default="arelit", help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model")
+    train.add_argument("--env", default="memgym/TMaze-v0")
+    train.add_argument("--corridor-length", type=_positive_int, default=120)
+    train.add_argument("--max-episode-steps", type=_positive_int, default=1000)
+    train.add_argument("--steps", type=_steps, default=1_000_000, help="environment steps per seed, e.g. 1e6")
+    train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
+    train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    try:
+        _add_config_flags(train)
+    except ImportError:  # environments-only install: `memgym train` needs the [agents] extra
+        pass
+    train.set_defaults(func=cmd_train)
 
     board = sub.add_parser("leaderboard", help="score agents by T-Maze success across corridor lengths")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)

@@ -57,7 +57,6 @@ dataset), so it only needs ``segment_length`` to divide ``batch_size``.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -134,6 +133,7 @@ class DQNTrainer:
             optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate)
         )
         self.replay = make_replay(config.batching, config.buffer_size // config.num_envs, config.segment_length)
+        self._run = jax.jit(self._scan_updates, static_argnums=2)
 
     # --- acting ---------------------------------------------------------------------------
 
@@ -300,15 +300,16 @@ class DQNTrainer:
         )
         return state, dict(stats, **losses, learning=learning, env_steps=self.env_steps(state.update))
 
-    @functools.partial(jax.jit, static_argnums=(0, 3))
     def run(self, state: DQNRunnerState, env_params: Any, num_updates: int):
-        """``num_updates`` updates (a ``lax.scan``); metrics stacked ``[num_updates]``."""
+        """``num_updates`` updates (a ``lax.scan``); metrics stacked ``[num_updates]``. Jitted."""
+        return self._run(state, env_params, num_updates)
+
+    def _scan_updates(self, state: DQNRunnerState, env_params: Any, num_updates: int):
         return jax.lax.scan(lambda s, _: self.update(s, env_params), state, None, num_updates)
 
     def train(self, key: jax.Array, env_params: Any) -> tuple[DQNRunnerState, dict[str, jax.Array]]:
         """The whole run, ``config.num_updates`` updates: pure, so it jits and vmaps."""
-        state = self.init(key, env_params)
-        return jax.lax.scan(lambda s, _: self.update(s, env_params), state, None, self.config.num_updates)
+        return self._scan_updates(self.init(key, env_params), env_params, self.config.num_updates)
 
 
 def make_train(config: DQNConfig, env: FunctionalEnv | None = None):

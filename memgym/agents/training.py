@@ -1,0 +1,178 @@
+"""``memgym train``: a training run in a directory, with progress, CSV log, checkpoints and a learning curve.
+
+On the T-Maze the jitted trainer runs every seed at once (``vmap``) in chunks of
+updates; after each chunk the run appends the chunk's metrics to
+``metrics.csv``, writes ``checkpoint.npz`` (atomically: a temporary file renamed
+over the previous checkpoint of the same run) and prints a progress line. An
+interrupted run continues with ``--resume``; a directory that already holds a
+run is never reused without it. At the end ``learning_curve.png`` shows the
+success rate per seed against environment steps.
+
+Other Gymnasium environments train through :class:`~memgym.agents.host.HostLoop`
+(A2C/PPO, one seed after another, no checkpoints).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memgym.agents.config import ActorCriticConfig, DQNConfig
+
+TMAZE_IDS = ("memgym/TMaze-v0", "memgym/TMazeJax-v0")
+STAT_KEYS = ("episodes", "successes", "return_sum", "length_sum")
+
+
+def _trainer(config: ActorCriticConfig | DQNConfig, env, env_params):
+    if isinstance(config, DQNConfig):
+        from memgym.agents.dqn import DQNTrainer
+
+        return DQNTrainer(config, env, example_params=env_params)
+    from memgym.agents.actor_critic import ActorCriticTrainer
+
+    return ActorCriticTrainer(config, env, example_params=env_params)
+
+
+def save_checkpoint(path: Path, state: Any, update: int) -> None:
+    """Leaves of ``state`` (PRNG keys as their raw data) plus the update count, written atomically."""
+    leaves = [jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+              for x in jax.tree.leaves(state)]
+    temporary = path.with_suffix(".tmp.npz")
+    np.savez(temporary, update=np.asarray(update), *[np.asarray(x) for x in leaves])
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: Path, like: Any) -> tuple[Any, int]:
+    """Restore a state shaped like ``like`` from :func:`save_checkpoint`'s file."""
+    with np.load(path) as data:
+        stored = [data[f"arr_{i}"] for i in range(len(data.files) - 1)]
+        update = int(data["update"])
+    leaves, treedef = jax.tree.flatten(like)
+    if len(stored) != len(leaves):
+        raise ValueError(f"checkpoint {path} does not match this configuration ({len(stored)} vs {len(leaves)} arrays)")
+    restored = [jax.random.wrap_key_data(jnp.asarray(s)) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                else jnp.asarray(s, x.dtype) for s, x in zip(stored, leaves)]
+    return jax.tree.unflatten(treedef, restored), update
+
+
+def _rows(metrics: dict[str, np.ndarray], seeds: list[int], first_update: int) -> list[dict[str, Any]]:
+    rows = []
+    for s, seed in enumerate(seeds):
+        for u in range(metrics["episodes"].shape[1]):
+            m = {k: float(v[s, u]) for k, v in metrics.items()}
+            episodes = m["episodes"]
+            rows.append({
+                "seed": seed, "update": first_update + u + 1, "env_steps": int(m["env_steps"]),
+                "episodes": int(episodes), "successes": int(m["successes"]),
+                "success_rate": m["successes"] / episodes if episodes else "",
+                "mean_return": m["return_sum"] / episodes if episodes else "",
+                "mean_length": m["length_sum"] / episodes if episodes else "",
+                **{k: v for k, v in m.items() if k not in STAT_KEYS and k != "env_steps"},
+            })
+    return rows
+
+
+def _append_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    new = not path.exists()
+    with open(path, "a", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> bool:
+    """Success rate (per update, smoothed) against environment steps, one line per seed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    with open(csv_path) as file:
+        rows = list(csv.DictReader(file))
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for seed in sorted({int(r["seed"]) for r in rows}):
+        mine = [r for r in rows if int(r["seed"]) == seed]
+        steps = np.array([int(r["env_steps"]) for r in mine])
+        episodes = np.array([int(r["episodes"]) for r in mine], float)
+        successes = np.array([int(r["successes"]) for r in mine], float)
+        window = max(1, len(mine) // 50)
+        kernel = np.ones(window)
+        rate = np.convolve(successes, kernel, "same") / np.maximum(np.convolve(episodes, kernel, "same"), 1)
+        axis.plot(steps, rate, label=f"seed {seed}")
+    axis.set(xlabel="environment steps", ylabel="success rate", ylim=(-0.05, 1.05), title=title)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *, corridor_length: int,
+                max_episode_steps: int = 1000, seeds: int = 1, resume: bool = False, chunks: int = 20,
+                log: Callable[[str], None] = print) -> Path:
+    """Train ``seeds`` runs of ``config`` on the JAX T-Maze into directory ``out`` (see module docstring)."""
+    from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+    out = Path(out)
+    meta = {"config": dataclasses.asdict(config), "kind": type(config).__name__, "corridor_length": corridor_length,
+            "max_episode_steps": max_episode_steps, "seeds": seeds}
+    meta_path, checkpoint, csv_path = out / "run.json", out / "checkpoint.npz", out / "metrics.csv"
+    if meta_path.exists() and not resume:
+        raise ValueError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
+    if resume:
+        if not meta_path.exists():
+            raise ValueError(f"--resume: no run to resume in {out}")
+        stored = json.loads(meta_path.read_text())
+        if stored != meta:
+            raise ValueError(f"--resume: {out} holds a run with different settings: {stored}")
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps(meta, indent=2))
+
+    env = TMazeJax()
+    params = tmaze_params(np.full(seeds, corridor_length), max_episode_steps=np.full(seeds, max_episode_steps))
+    trainer = _trainer(config, env, tmaze_params(corridor_length, max_episode_steps=max_episode_steps))
+    keys = jax.random.split(jax.random.key(0), seeds)
+    state = jax.jit(jax.vmap(trainer.init))(keys, params)
+    done = 0
+    if resume and checkpoint.exists():
+        state, done = load_checkpoint(checkpoint, state)
+        log(f"resuming {out} at update {done}")
+    total = config.num_updates
+    per_chunk = max(1, total // chunks)
+    run = jax.jit(jax.vmap(trainer._scan_updates, in_axes=(0, 0, None)), static_argnums=2)
+    started, start_update = time.perf_counter(), done
+    while done < total:
+        n = min(per_chunk, total - done)
+        state, metrics = run(state, params, n)
+        metrics = {k: np.asarray(v) for k, v in metrics.items()}
+        _append_csv(csv_path, _rows(metrics, list(range(seeds)), done))
+        done += n
+        save_checkpoint(checkpoint, state, done)
+        steps_per_s = (done - start_update) * config.num_envs * _steps_per_update(config) * seeds / (
+            time.perf_counter() - started)
+        rate = metrics["successes"].sum() / max(metrics["episodes"].sum(), 1)
+        ret = metrics["return_sum"].sum() / max(metrics["episodes"].sum(), 1)
+        bar = "#" * (20 * done // total)
+        log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * config.num_envs * _steps_per_update(config):,} "
+            f"steps/seed  {steps_per_s:,.0f} steps/s  success {rate:.2f}  return {ret:.2f}")
+    if plot_learning_curve(csv_path, out / "learning_curve.png", f"T-Maze L={corridor_length}, {config.memory}"):
+        log(f"wrote {out / 'learning_curve.png'}")
+    return out
+
+
+def _steps_per_update(config: ActorCriticConfig | DQNConfig) -> int:
+    """Environment steps per environment in one update."""
+    return config.rollout_length if isinstance(config, ActorCriticConfig) else config.steps_per_update

@@ -1,0 +1,38 @@
+"""The host loop trains with the jitted update on a Gymnasium vector env."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import memgym  # noqa: F401  (registers the environments)
+from memgym.agents.actor_critic import ActorCriticTrainer
+from memgym.agents.config import ActorCriticConfig
+from memgym.agents.host import HostLoop
+from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+
+def vector_env(num_envs: int, autoreset=gym.vector.AutoresetMode.SAME_STEP):
+    return gym.make_vec("memgym/TMaze-v0", num_envs=num_envs, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": autoreset}, corridor_length=3, max_episode_steps=8)
+
+
+def test_host_loop_counts_episodes_and_learns_the_short_maze():
+    config = ActorCriticConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 160,
+                               learning_rate=1e-3, entropy_coef=1e-2)
+    loop = HostLoop(ActorCriticTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
+    history = [loop.update() for _ in range(config.num_updates)]
+    assert history[-1]["env_steps"] == config.total_steps
+    assert all(np.isfinite(h["policy_loss"]) for h in history)
+    episodes = sum(h["episodes"] for h in history[-20:])
+    assert episodes > 0 and sum(h["successes"] for h in history[-20:]) / episodes > 0.9
+
+
+def test_host_loop_rejects_mismatched_envs():
+    config = ActorCriticConfig(memory="tiny-gru", num_envs=8)
+    trainer = ActorCriticTrainer(config, TMazeJax())
+    with pytest.raises(ValueError, match="config.num_envs=8"):
+        HostLoop(trainer, vector_env(4))
+    with pytest.raises(ValueError, match="SAME_STEP"):
+        HostLoop(trainer, vector_env(8, gym.vector.AutoresetMode.NEXT_STEP))

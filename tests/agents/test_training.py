@@ -1,0 +1,73 @@
+"""``memgym train``: CSV log, checkpoints, resume after an interruption, never reusing a run directory."""
+
+from __future__ import annotations
+
+import csv
+
+import jax
+import numpy as np
+import pytest
+
+from memgym.agents.config import ActorCriticConfig
+from memgym.agents.training import load_checkpoint, train_tmaze
+from memgym.cli import main
+
+CONFIG = ActorCriticConfig(memory="tiny-gru", num_envs=4, rollout_length=16, total_steps=4 * 16 * 6)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path):
+    whole = train_tmaze(CONFIG, tmp_path / "whole", corridor_length=3, max_episode_steps=20, seeds=2, chunks=3,
+                        log=lambda _: None)
+
+    calls = []
+
+    def stop_after_first_chunk(line):
+        calls.append(line)
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train_tmaze(CONFIG, tmp_path / "cut", corridor_length=3, max_episode_steps=20, seeds=2, chunks=3,
+                    log=stop_after_first_chunk)
+    with pytest.raises(ValueError, match="already holds a training run"):
+        train_tmaze(CONFIG, tmp_path / "cut", corridor_length=3, max_episode_steps=20, seeds=2, chunks=3)
+    with pytest.raises(ValueError, match="different settings"):
+        train_tmaze(CONFIG, tmp_path / "cut", corridor_length=4, max_episode_steps=20, seeds=2, resume=True)
+    train_tmaze(CONFIG, tmp_path / "cut", corridor_length=3, max_episode_steps=20, seeds=2, chunks=3, resume=True,
+                log=lambda _: None)
+
+    rows = list(csv.DictReader(open(tmp_path / "cut" / "metrics.csv")))
+    assert sorted((int(r["seed"]), int(r["update"])) for r in rows) == [(s, u) for s in (0, 1) for u in range(1, 7)]
+    assert rows == list(csv.DictReader(open(whole / "metrics.csv")))
+    like = np.load(whole / "checkpoint.npz")
+    assert int(like["update"]) == 6
+    a = [like[k] for k in like.files if k != "update"]
+    b = np.load(tmp_path / "cut" / "checkpoint.npz")
+    for x, y in zip(a, [b[k] for k in b.files if k != "update"]):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_checkpoint_round_trip_keeps_keys(tmp_path):
+    from memgym.agents.training import save_checkpoint
+
+    state = {"key": jax.random.key(3), "w": np.arange(3.0)}
+    save_checkpoint(tmp_path / "c.npz", state, 7)
+    restored, update = load_checkpoint(tmp_path / "c.npz", state)
+    assert update == 7
+    np.testing.assert_array_equal(jax.random.key_data(restored["key"]), jax.random.key_data(state["key"]))
+
+
+def test_cli_train(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--agent", "a2c", "--memory", "tiny-gru", "--corridor-length", "3", "--steps", "512",
+            "--num-envs", "4", "--rollout-length", "16", "--max-episode-steps", "20", "--out", str(out)]
+    assert main(args) == 0
+    assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
+    assert "100.0%" in capsys.readouterr().out
+    assert main(args) == 2  # a run directory is never reused without --resume
+    assert "--resume" in capsys.readouterr().err
+    assert main(["train", "--agent", "dqn", "--clip-eps", "0.2", "--out", str(tmp_path / "x")]) == 2
+    assert "does not apply to --agent dqn" in capsys.readouterr().err
