@@ -53,7 +53,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
 def test_checkpoint_round_trip_keeps_keys(tmp_path):
     from memgym.agents.training import save_checkpoint
 
-    state = {"key": jax.random.key(3), "w": np.arange(3.0)}
+    state = {"key": jax.random.key(3), "w": jax.numpy.arange(3.0)}
     save_checkpoint(tmp_path / "c.npz", state, 7)
     restored, update = load_checkpoint(tmp_path / "c.npz", state)
     assert update == 7
