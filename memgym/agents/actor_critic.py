@@ -32,6 +32,7 @@ import optax
 from flax import struct
 
 from memgym.agents.config import ActorCriticConfig, resolve_memory
+from memgym.agents.metrics import episode_stats
 from memgym.agents.networks import ActorCritic, frozen_config
 from memgym.buffers.rollout import Rollout, advantages, replay_inputs
 from memgym.envs.functional import FunctionalEnv
@@ -51,17 +52,6 @@ class RunnerState:
     carry: PyTree
     key: jax.Array
     update: jax.Array
-
-
-def episode_stats(info: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    """Sums over finished episodes from a batch of ``info`` dicts (FunctionalEnv's statistics)."""
-    done = info["done"]
-    return {
-        "episodes": done.sum(),
-        "successes": (done & info["success"]).sum(),
-        "return_sum": jnp.where(done, info["episode_return"], 0.0).sum(),
-        "length_sum": jnp.where(done, info["episode_length"], 0).sum(),
-    }
 
 
 class ActorCriticTrainer:

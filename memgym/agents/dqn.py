@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from memgym.agents.actor_critic import episode_stats
+from memgym.agents.metrics import episode_stats
 from memgym.agents.config import DQNConfig, resolve_memory
 from memgym.agents.networks import DuelingQNetwork, frozen_config
 from memgym.buffers import make_replay

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym.agents.config import ActorCriticConfig, DQNConfig
+from memgym.agents.metrics import success_over_last
 
 TMAZE_IDS = ("memgym/TMaze-v0", "memgym/TMazeJax-v0")
 STAT_KEYS = ("episodes", "successes", "return_sum", "length_sum")
@@ -168,6 +169,13 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
         bar = "#" * (20 * done // total)
         log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * config.num_envs * _steps_per_update(config):,} "
             f"steps/seed  {steps_per_s:,.0f} steps/s  success {rate:.2f}  return {ret:.2f}")
+    with open(csv_path) as file:
+        rows = list(csv.DictReader(file))
+    window = min(100_000, config.total_steps // 5)
+    per_seed = {k: np.array([[int(r[k]) for r in rows if int(r["seed"]) == s] for s in range(seeds)])
+                for k in ("episodes", "successes")}
+    final = success_over_last(per_seed, window, config.num_envs * _steps_per_update(config))
+    log(f"success over the last {window:,} steps per seed: {np.round(final, 3).tolist()}")
     if plot_learning_curve(csv_path, out / "learning_curve.png", f"T-Maze L={corridor_length}, {config.memory}"):
         log(f"wrote {out / 'learning_curve.png'}")
     return out

@@ -71,3 +71,11 @@ def test_cli_train(tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert main(["train", "--agent", "dqn", "--clip-eps", "0.2", "--out", str(tmp_path / "x")]) == 2
     assert "does not apply to --agent dqn" in capsys.readouterr().err
+
+
+def test_success_over_last_window():
+    from memgym.agents.metrics import success_over_last
+
+    metrics = {"episodes": np.array([[4, 4, 2, 2], [1, 0, 0, 0]]), "successes": np.array([[0, 0, 1, 2], [1, 0, 0, 0]])}
+    np.testing.assert_allclose(success_over_last(metrics, 150, 100), [3 / 4, 0.0])  # rounds up to 2 updates
+    np.testing.assert_allclose(success_over_last(metrics, 10**9, 100), [3 / 12, 1.0])
