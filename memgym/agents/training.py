@@ -2,7 +2,8 @@
 
 On the T-Maze the jitted trainer runs every seed at once (``vmap``) in chunks of
 updates; after each chunk the run appends the chunk's metrics to
-``metrics.csv``, writes ``checkpoint.npz`` (atomically: a temporary file renamed
+``metrics.csv`` (and to TensorBoard under ``tensorboard/`` when ``tensorboardX``
+is installed), writes ``checkpoint.npz`` (atomically: a temporary file renamed
 over the previous checkpoint of the same run) and prints a progress line. An
 interrupted run continues with ``--resume``; a directory that already holds a
 run is never reused without it. At the end ``learning_curve.png`` shows the
@@ -92,6 +93,15 @@ def _append_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
+def _tensorboard(out: Path):
+    """A TensorBoard writer under ``out/tensorboard`` when ``tensorboardX`` is installed, else None."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(out / "tensorboard"))
+
+
 def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> bool:
     """Success rate (per update, smoothed) against environment steps, one line per seed."""
     try:
@@ -155,11 +165,18 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
     per_chunk = max(1, total // chunks)
     run = jax.jit(jax.vmap(trainer._scan_updates, in_axes=(0, 0, None)), static_argnums=2)
     started, start_update = time.perf_counter(), done
+    board = _tensorboard(out)
     while done < total:
         n = min(per_chunk, total - done)
         state, metrics = run(state, params, n)
         metrics = {k: np.asarray(v) for k, v in metrics.items()}
-        _append_csv(csv_path, _rows(metrics, list(range(seeds)), done))
+        rows = _rows(metrics, list(range(seeds)), done)
+        _append_csv(csv_path, rows)
+        if board is not None:
+            for row in rows:
+                for name, value in row.items():
+                    if name not in ("seed", "update", "env_steps") and value != "":
+                        board.add_scalar(f"seed{row['seed']}/{name}", value, row["env_steps"])
         done += n
         save_checkpoint(checkpoint, state, done)
         steps_per_s = (done - start_update) * config.num_envs * _steps_per_update(config) * seeds / (
@@ -169,6 +186,9 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
         bar = "#" * (20 * done // total)
         log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * config.num_envs * _steps_per_update(config):,} "
             f"steps/seed  {steps_per_s:,.0f} steps/s  success {rate:.2f}  return {ret:.2f}")
+    if board is not None:
+        board.close()
+        log(f"TensorBoard logs: {out / 'tensorboard'}")
     with open(csv_path) as file:
         rows = list(csv.DictReader(file))
     window = min(100_000, config.total_steps // 5)

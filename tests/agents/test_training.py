@@ -79,3 +79,10 @@ def test_success_over_last_window():
     metrics = {"episodes": np.array([[4, 4, 2, 2], [1, 0, 0, 0]]), "successes": np.array([[0, 0, 1, 2], [1, 0, 0, 0]])}
     np.testing.assert_allclose(success_over_last(metrics, 150, 100), [3 / 4, 0.0])  # rounds up to 2 updates
     np.testing.assert_allclose(success_over_last(metrics, 10**9, 100), [3 / 12, 1.0])
+
+
+def test_tensorboard_logs_when_installed(tmp_path):
+    pytest.importorskip("tensorboardX")
+    out = train_tmaze(CONFIG, tmp_path / "tb", corridor_length=3, max_episode_steps=20, seeds=1, chunks=2,
+                      log=lambda _: None)
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
