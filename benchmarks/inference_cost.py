@@ -36,7 +36,6 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from memgym import memory
 from memgym.memory.gtrxl import GatingUnit, GTrXLBlock

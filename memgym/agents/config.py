@@ -66,12 +66,18 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     overrides = dict(memory_config or {})
     if memory in MEMORY_PRESETS:
         name, config = MEMORY_PRESETS[memory]
-        return name, {**config, **overrides}
-    if memory in memory_lib.MODELS:
-        return memory, overrides
-    raise ValueError(
-        f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"
-    )
+        config = {**config, **overrides}
+    elif memory in memory_lib.MODELS:
+        name, config = memory, overrides
+    else:
+        raise ValueError(
+            f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"
+        )
+    fields = set(memory_lib.model_class(name).__dataclass_fields__) - {"parent", "name"}
+    unknown = sorted(set(config) - fields)
+    if unknown:
+        raise ValueError(f"memory_config: unknown option(s) {unknown} for memory model {name!r}; allowed: {sorted(fields)}")
+    return name, config
 
 
 def _positive(config: Any, *names: str) -> None:

@@ -100,6 +100,7 @@ def test_act_is_one_step_of_the_policy():
         (dict(algorithm="ppo", batching="segment", segment_length=7), "multiple of segment_length=7"),
         (dict(memory="transformer"), "unknown memory 'transformer'"),
         (dict(memory_config="{bad"), "memory_config must be a JSON object"),
+        (dict(memory_config='{"foo": 1}'), r"unknown option\(s\) \['foo'\]"),
     ],
 )
 def test_bad_config(overrides, message):
