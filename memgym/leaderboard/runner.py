@@ -85,7 +85,10 @@ def preset(name: str, **overrides: Any) -> Preset:
         overrides["train_window"] = min(PRESETS[name].train_window, max(1, overrides["total_steps"] // 5))
     if "corridor_lengths" in overrides:
         overrides["corridor_lengths"] = tuple(int(x) for x in overrides["corridor_lengths"])
-    return dataclasses.replace(PRESETS[name], **overrides)
+    budget = dataclasses.replace(PRESETS[name], **overrides)
+    if budget != PRESETS[name]:  # a custom grid is never mistaken for the named preset on a board
+        budget = dataclasses.replace(budget, name=f"{name}+custom")
+    return budget
 
 
 def evaluation_keys(corridor_length: int, episodes: int):
@@ -256,7 +259,15 @@ def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[s
         kind = tier(factory(context))
         cells = JaxCells(factory(context), budget) if kind == "jax" else None
         for length in budget.corridor_lengths:
-            missing = [s for s in range(budget.seeds) if not store.has(name, length, s)]
+            stored = [s for s in range(budget.seeds) if store.has(name, length, s)]
+            for seed in stored:
+                kept = store.read(name, length, seed)["preset"]
+                if kept != dataclasses.asdict(budget) | {"corridor_lengths": kept["corridor_lengths"]}:
+                    raise ValueError(
+                        f"{store.path(name, length, seed)} was produced with a different budget ({kept}); "
+                        f"use another --results directory for this budget ({dataclasses.asdict(budget)})"
+                    )
+            missing = [s for s in range(budget.seeds) if s not in stored]
             if not missing:
                 log(f"[{spec}] L={length}: all {budget.seeds} seeds stored, skipping")
                 continue

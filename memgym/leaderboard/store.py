@@ -85,6 +85,10 @@ class ResultsStore:
             os.unlink(temporary)
         return final
 
+    def read(self, agent: str, corridor_length: int, seed: int) -> dict[str, Any]:
+        with open(self.path(agent, corridor_length, seed)) as file:
+            return json.load(file)
+
     def records(self) -> Iterator[dict[str, Any]]:
         """Every stored cell (sorted by path)."""
         for path in sorted(self.root.glob("*/L*/seed*.json")):

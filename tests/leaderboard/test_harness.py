@@ -66,6 +66,8 @@ def test_run_scores_stores_and_resumes(tmp_path, spec):
     runner.run([spec], budget, tmp_path, log=lines.append)  # resume: nothing left to do
     assert all("skipping" in line for line in lines)
     assert {p: p.read_text() for p in tmp_path.rglob("seed*.json")} == before
+    with pytest.raises(ValueError, match="different budget"):  # another budget never reuses these cells
+        runner.run([spec], runner.Preset("tiny", **{**TINY, "total_steps": 8192}), tmp_path, log=lines.append)
     written = report.write_report(tmp_path)
     board = json.loads(written["json"].read_text())
     assert board["entries"][0]["agent"] == spec
@@ -83,6 +85,8 @@ def test_presets_and_bad_input():
     assert runner.PRESETS["thesis"].corridor_lengths == (120, 140, 160, 180, 200)
     assert runner.PRESETS["thesis"].total_steps == 10_000_000
     assert runner.preset("smoke", total_steps=5000).train_window == 1000
+    assert runner.preset("smoke", total_steps=5000).name == "smoke+custom"
+    assert runner.preset("smoke", seeds=runner.PRESETS["smoke"].seeds).name == "smoke"
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         runner.preset("huge")
     with pytest.raises(ValueError, match="seeds must be a positive integer"):
@@ -110,3 +114,8 @@ def test_check_explains_failures():
     failed = [(name, why) for name, ok, why in results if not ok]
     assert failed and "shape (2,)" in failed[0][1]
     assert all(ok for _, ok, _ in check_agent("examples.numpy_agent:factory"))
+
+
+def test_jax_example_submission_passes_the_check():
+    results = check_agent("examples.jax_agent:factory", budget=4096)
+    assert all(ok for _, ok, _ in results), [r for r in results if not r[1]]
