@@ -145,7 +145,13 @@ class AReLiTAttention(ReLiTFeatures):
 
     def project(self, x, start, step):
         k, q, v, beta, gamma = self.features_of(x)
-        return arelit_elements(v, k, beta, gamma, episode_steps(start, step), self.r), q
+        steps = jnp.broadcast_to(episode_steps(start, step), (self.num_heads, x.shape[0]))
+        return (v, k, beta, gamma, steps), q
+
+    def encode(self, inputs):
+        """Eq. 4.20–4.21 inputs of one head (built per chunk), see :func:`arelit_elements`."""
+        v, k, beta, gamma, steps = inputs
+        return arelit_elements(v, k, beta, gamma, steps, self.r)
 
     def decode(self, states, q):
         _, _, v, k, s = states

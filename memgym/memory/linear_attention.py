@@ -54,7 +54,12 @@ class LinearAttention(MultiHeadMonoidAttention):
         k = feature_map(self.heads("w_k", x))
         q = feature_map(self.heads("w_q", x))
         v = self.heads("w_v", x)
-        return (v[..., :, None] * k[..., None, :], k), q
+        return (v, k), q
+
+    def encode(self, inputs):
+        """Alg. 4's state increments ``(v ⊗ φ(k), φ(k))`` (built per chunk)."""
+        v, k = inputs
+        return v[..., :, None] * k[..., None, :], k
 
     def decode(self, states, q):
         c, s = states

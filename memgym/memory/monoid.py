@@ -178,24 +178,31 @@ def run_memory_monoid(
     *,
     chunk_size: int | None = None,
     method: ScanMethod = "auto",
+    encode: Callable[[PyTree], PyTree] | None = None,
 ) -> tuple[jax.Array, PyTree]:
     """A memory model over a tape (Def. 3.2, eq. 7–8) with resets (Thm. 3.4).
 
     ``A_t = A_{t-1} ∘ f(x_t)`` by :func:`scan_monoid`, then ``y_t = g(A_t, x_t)``
     with ``decode(states[K, ...], decode_inputs[K, ...]) -> y[K, ...]``.
 
+    ``encode`` is the encoder ``f``: when given, ``elements`` holds its per-step inputs
+    ``[T, ...]`` and ``encode(inputs[K, ...]) -> elements[K, ...]`` runs inside each chunk,
+    so large elements (e.g. the ``d_h × η d_h`` outer products of ReLiT) exist for one
+    chunk at a time, in the forward and (recomputed) in the backward pass.
+
     With ``chunk_size = K`` the tape is cut into chunks of K steps, processed by
     a ``lax.scan`` over chunks whose body is rematerialised in the backward
     pass (``jax.checkpoint``): only the K states of one chunk and the chunk
     boundary states are alive at once, so memory is ``O(T/K + K)`` states
-    instead of ``O(T)``. The tape is padded to a multiple of K with identity
-    elements, which by the identity law leaves the carry unchanged.
+    instead of ``O(T)``. The tape is padded to a multiple of K; padded steps are
+    identity elements, which by the identity law leave the carry unchanged.
 
     Returns ``(y[T, ...], carry_out)``.
     """
+    encode = (lambda inputs: inputs) if encode is None else encode
     length = start.shape[0]
     if chunk_size is None or chunk_size >= length:
-        states, carry_out = scan_monoid(monoid, elements, start, carry, method=method)
+        states, carry_out = scan_monoid(monoid, encode(elements), start, carry, method=method)
         return decode(states, decode_inputs), carry_out
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1 or None, got {chunk_size}")
@@ -203,23 +210,25 @@ def run_memory_monoid(
     num_chunks = math.ceil(length / chunk_size)
     pad = num_chunks * chunk_size - length
 
-    def pad_and_chunk(x: jax.Array, fill: jax.Array) -> jax.Array:
+    def pad_and_chunk(x: jax.Array) -> jax.Array:
         if pad:
-            x = jnp.concatenate([x, jnp.broadcast_to(fill, (pad,) + x.shape[1:]).astype(x.dtype)], axis=0)
+            x = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)], axis=0)
         return x.reshape((num_chunks, chunk_size) + x.shape[1:])
 
-    one = jax.tree.map(lambda x: x[0], elements)
-    ident = monoid.identity(one)
-    chunked_elements = jax.tree.map(pad_and_chunk, elements, ident)
-    chunked_inputs = jax.tree.map(lambda x: pad_and_chunk(x, jnp.zeros((), x.dtype)), decode_inputs)
-    chunked_start = pad_and_chunk(jnp.asarray(start, bool), jnp.zeros((), bool))
+    chunked = jax.tree.map(pad_and_chunk, (elements, decode_inputs, jnp.asarray(start, bool)))
+    valid = pad_and_chunk(jnp.ones(length, bool))
 
     @jax.checkpoint
     def chunk(state, inputs):
-        chunk_elements, chunk_start, chunk_inputs = inputs
+        chunk_inputs, chunk_decode_inputs, chunk_start, chunk_valid = inputs
+        chunk_elements = encode(chunk_inputs)
+        ident = monoid.identity(jax.tree.map(lambda e: e[0], chunk_elements))
+        chunk_elements = jax.tree.map(
+            lambda e, i: jnp.where(_broadcast_flag(chunk_valid, e), e, i[None]), chunk_elements, ident
+        )
         states, state = scan_monoid(monoid, chunk_elements, chunk_start, state, method=method)
-        return state, decode(states, chunk_inputs)
+        return state, decode(states, chunk_decode_inputs)
 
-    carry_out, outputs = jax.lax.scan(chunk, carry, (chunked_elements, chunked_start, chunked_inputs))
+    carry_out, outputs = jax.lax.scan(chunk, carry, (*chunked, valid))
     outputs = jax.tree.map(lambda y: y.reshape((num_chunks * chunk_size,) + y.shape[2:])[:length], outputs)
     return outputs, carry_out

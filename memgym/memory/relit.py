@@ -93,8 +93,13 @@ class ReLiTAttention(ReLiTFeatures):
 
     def project(self, x, start, extra):
         k, q, v, beta, gamma = self.features_of(x)
+        return (v, k, beta, gamma), q
+
+    def encode(self, inputs):
+        """Eq. 3.5–3.6 inputs: ``(1−β, 1−γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)`` (built per chunk)."""
+        v, k, beta, gamma = inputs
         bv, gk = beta * v, gamma * k
-        return (1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk), q
+        return 1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
 
     def decode(self, states, q):
         _, _, c, s = states

@@ -69,9 +69,13 @@ class MultiHeadMonoidAttention(nn.Module):
         """Carry of one head (what a stream stores between calls)."""
         raise NotImplementedError
 
-    def project(self, x: jax.Array, start: jax.Array, carry: Any) -> tuple[Any, Any, Any]:
-        """``(elements, decode_inputs, extra_carry)``, leaves shaped ``[heads, T, ...]``."""
+    def project(self, x: jax.Array, start: jax.Array, extra: Any) -> tuple[Any, Any]:
+        """``(encoder_inputs, decode_inputs)``, leaves shaped ``[heads, T, ...]``."""
         raise NotImplementedError
+
+    def encode(self, inputs: Any) -> Any:
+        """Encoder ``f``: one head's ``[K, ...]`` encoder inputs → monoid elements, run chunk by chunk."""
+        return inputs
 
     def to_element(self, head_carry: Any) -> Any:
         """Monoid element holding a head's carry (one head, unbatched)."""
@@ -100,22 +104,23 @@ class MultiHeadMonoidAttention(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, start: jax.Array, carry: Any) -> tuple[jax.Array, Any]:
         heads_carry, extra = carry
-        elements, decode_inputs = self.project(x, start, extra)
+        encoder_inputs, decode_inputs = self.project(x, start, extra)
         monoid = self.monoid()
 
-        def one_head(head_elements, head_inputs, head_carry):
+        def one_head(head_encoder_inputs, head_inputs, head_carry):
             outputs, element = run_memory_monoid(
                 monoid,
-                head_elements,
+                head_encoder_inputs,
                 self.decode,
                 head_inputs,
                 start,
                 self.to_element(head_carry),
                 chunk_size=self.chunk_size,
+                encode=self.encode,
             )
             return outputs, self.from_element(element)
 
-        outputs, heads_carry = jax.vmap(one_head)(elements, decode_inputs, heads_carry)
+        outputs, heads_carry = jax.vmap(one_head)(encoder_inputs, decode_inputs, heads_carry)
         merged = jnp.moveaxis(outputs, 0, 1).reshape(x.shape[0], self.num_heads * self.head_dim)
         return nn.Dense(self.features, name="out")(merged), (heads_carry, self.advance_extra(extra, start))
 

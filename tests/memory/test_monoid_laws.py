@@ -349,3 +349,25 @@ def test_model_monoids_compute_their_recurrences(name: str, data: st.DataObject)
         expected.append(state)
     for states, _ in scans(params, elements, start, carry_element, name=name, reverse=False):
         np.testing.assert_allclose(states[0] if name == "ffm" else states[1], np.stack(expected), **TOL)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 3, 8])
+def test_encoding_inside_chunks_equals_encoding_first(chunk_size):
+    """``run_memory_monoid(encode=f)`` on raw inputs == the same run on ``f(inputs)``."""
+    rng = np.random.default_rng(0)
+    raw = (jnp.asarray(rng.normal(size=(11, 3)), jnp.float32), jnp.asarray(rng.normal(size=(11, 2)), jnp.float32))
+    start = jnp.asarray(rng.random(11) < 0.3)
+    additive = Monoid(op=lambda a, b: jax.tree.map(jnp.add, a, b), identity=lambda like: jax.tree.map(jnp.zeros_like, like))
+
+    def encode(inputs):
+        v, k = inputs
+        return v[..., :, None] * k[..., None, :], k
+
+    def decode(states, q):
+        return states[0].sum(-1) + q
+
+    carry = (jnp.ones((3, 2)), jnp.ones(2))
+    first = run_memory_monoid(additive, encode(raw), decode, raw[0], start, carry, chunk_size=chunk_size)
+    inside = run_memory_monoid(additive, raw, decode, raw[0], start, carry, chunk_size=chunk_size, encode=encode)
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(inside)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
