@@ -94,3 +94,87 @@ class HostLoop:
         self.state = state.replace(update=state.update + 1)
         env_steps = int(self.state.update) * config.steps_per_update
         return dict(stats, **{k: float(v) for k, v in losses.items()}, env_steps=env_steps)
+
+
+class DQNHostLoop:
+    """Trains a :class:`~memgym.agents.dqn.DQNTrainer` on ``envs`` with its jitted replay, learn and act.
+
+    Each update takes ``config.steps_per_update`` ε-greedy vector steps on the host, appends
+    them to the per-environment replays (TBB tapes or SBB segments) and, once past
+    ``learning_starts``, takes one jitted gradient step (monoid paper Alg. 1 / 2).
+    """
+
+    def __init__(self, trainer: Any, envs: gym.vector.VectorEnv, seed: int = 0):
+        from memgym.agents.dqn import DQNRunnerState
+
+        config = trainer.config
+        if envs.num_envs != config.num_envs:
+            raise ValueError(f"envs has {envs.num_envs} sub-environments but config.num_envs={config.num_envs}")
+        if envs.metadata.get("autoreset_mode") != gym.vector.AutoresetMode.SAME_STEP:
+            raise ValueError("envs must be built with autoreset_mode=gym.vector.AutoresetMode.SAME_STEP")
+        self.trainer, self.envs = trainer, envs
+        q_values = jax.vmap(trainer.q_values, in_axes=(None, 0, 0, 0))
+
+        def act(params, carry, obs, begin, key, epsilon):
+            q, carry = q_values(params, carry, obs, begin)
+            key_explore, key_random = jax.random.split(key)
+            explore = jax.random.uniform(key_explore, (obs.shape[0],)) < epsilon
+            random_action = jax.random.randint(key_random, (obs.shape[0],), 0, trainer.num_actions)
+            return jnp.where(explore, random_action, jnp.argmax(q, axis=-1)).astype(jnp.int32), carry
+
+        self._act = jax.jit(act)
+        self._add = jax.jit(jax.vmap(trainer.replay.add))
+        self._learn = jax.jit(trainer.learn)
+        self._can_learn = jax.jit(trainer.can_learn)
+        key, key_params = jax.random.split(jax.random.key(seed))
+        params = trainer.init_params(key_params)
+        obs, _ = envs.reset(seed=seed)
+        num_envs = config.num_envs
+        self.state = DQNRunnerState(
+            params=params, target_params=params, opt_state=trainer.optimizer.init(params),
+            replay=jax.vmap(lambda _: trainer.replay.init(trainer._example_transition()))(jnp.arange(num_envs)),
+            env_state=None, obs=jnp.asarray(obs, jnp.float32), begin=jnp.ones(num_envs, bool),
+            carry=jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs,) + x.shape), trainer.initialize_carry()),
+            key=key, update=jnp.zeros((), jnp.int32),
+        )
+        self._returns = np.zeros(num_envs)
+        self._lengths = np.zeros(num_envs, int)
+
+    def update(self) -> dict[str, Any]:
+        trainer, config, state = self.trainer, self.trainer.config, self.state
+        epsilon = trainer.epsilon(trainer.env_steps(state.update))
+        stats = dict(episodes=0, successes=0, return_sum=0.0, length_sum=0)
+        steps: dict[str, list] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated", "begin")}
+        obs, begin, carry, key = state.obs, state.begin, state.carry, state.key
+        for _ in range(config.steps_per_update):
+            key, key_act = jax.random.split(key)
+            action, carry = self._act(state.params, carry, obs, begin, key_act, epsilon)
+            next_obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
+            done = terminated | truncated
+            final_obs = np.array(next_obs, np.float32)
+            self._returns += reward
+            self._lengths += 1
+            for i in np.flatnonzero(done):
+                final_obs[i] = info["final_obs"][i]
+                stats["episodes"] += 1
+                stats["successes"] += bool(info.get("final_info", {}).get("success", np.zeros(len(done)))[i])
+                stats["return_sum"] += float(self._returns[i])
+                stats["length_sum"] += int(self._lengths[i])
+            self._returns[done], self._lengths[done] = 0.0, 0
+            for name, value in (("obs", obs), ("action", action), ("reward", reward), ("next_obs", final_obs),
+                                ("terminated", terminated), ("begin", begin)):
+                steps[name].append(np.asarray(value))
+            obs, begin = jnp.asarray(next_obs, jnp.float32), jnp.asarray(done)
+        arrays = {k: jnp.asarray(np.stack(v, axis=1)) for k, v in steps.items()}  # [E, T]
+        begins = arrays.pop("begin")
+        arrays["reward"] = arrays["reward"].astype(jnp.float32)
+        arrays["obs"] = arrays["obs"].astype(jnp.float32)
+        replay = self._add(state.replay, arrays, begins)
+        state = state.replace(replay=replay, obs=obs, begin=begin, carry=carry, key=key, update=state.update + 1)
+        losses = dict(loss=0.0, q_mean=0.0)
+        if bool(self._can_learn(state)):
+            key, key_sample = jax.random.split(state.key)
+            state, out = self._learn(state.replace(key=key), key_sample)
+            losses = {k: float(v) for k, v in out.items()}
+        self.state = state
+        return dict(stats, **losses, epsilon=float(epsilon), env_steps=int(trainer.env_steps(state.update)))

@@ -36,3 +36,19 @@ def test_host_loop_rejects_mismatched_envs():
         HostLoop(trainer, vector_env(4))
     with pytest.raises(ValueError, match="SAME_STEP"):
         HostLoop(trainer, vector_env(8, gym.vector.AutoresetMode.NEXT_STEP))
+
+
+def test_dqn_host_loop_learns_the_short_maze():
+    from memgym.agents.config import DQNConfig
+    from memgym.agents.dqn import DQNTrainer
+    from memgym.agents.host import DQNHostLoop
+
+    config = DQNConfig(memory="gru", memory_config='{"features": 32}', num_envs=8, total_steps=12_000,
+                       batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3,
+                       target_rate=0.99, epsilon_fraction=0.3)
+    loop = DQNHostLoop(DQNTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
+    history = [loop.update() for _ in range(config.num_updates)]
+    assert history[-1]["env_steps"] == config.total_steps and history[-1]["loss"] > 0
+    tail = history[-config.num_updates // 5:]
+    episodes = sum(h["episodes"] for h in tail)
+    assert episodes > 0 and sum(h["successes"] for h in tail) / episodes > 0.8
