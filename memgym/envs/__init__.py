@@ -4,12 +4,18 @@ Importing this package needs only gymnasium and numpy. The pure-JAX twins
 (:mod:`memgym.envs.tmaze_jax`) import JAX themselves, and their registered
 Gymnasium adapters load lazily, so ``gymnasium.make("memgym/TMaze-v0")``
 never imports JAX.
+
+When the optional ``popgym`` package is installed (``pip install "memgym[popgym]"``),
+its tasks are registered too, as ``memgym/popgym-<ClassName>-v0``
+(:mod:`memgym.envs.popgym`); registering them only looks popgym up, it imports
+it when such an env is made.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 
+from memgym.envs.popgym import register_popgym_envs
 from memgym.envs.tmaze import TMazeEnv
 
 __all__ = ["TMazeEnv", "register_envs", "registered_ids"]
@@ -23,10 +29,14 @@ _SPECS: dict[str, dict] = {
 
 
 def register_envs() -> None:
-    """Register memgym's environments with Gymnasium (idempotent; runs on import)."""
+    """Register memgym's environments with Gymnasium (idempotent; runs on import).
+
+    The popgym tasks are registered only when popgym is installed.
+    """
     for env_id, spec in _SPECS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, **spec)
+    register_popgym_envs()
 
 
 def registered_ids() -> list[str]:
