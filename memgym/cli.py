@@ -42,7 +42,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
             env = gym.make(env_id)
             rows.append((env_id, str(env.observation_space), str(env.action_space)))
             env.close()
-        except ImportError as error:  # an optional extra is missing
+        except (ImportError, RuntimeError) as error:  # an optional extra or its system library is missing
             rows.append((env_id, f"(unavailable: {error})", ""))
     width = max(len(r[0]) for r in rows)
     obs_width = max(len(r[1]) for r in rows)

@@ -8,13 +8,16 @@ never imports JAX.
 When the optional ``popgym`` package is installed (``pip install "memgym[popgym]"``),
 its tasks are registered too, as ``memgym/popgym-<ClassName>-v0``
 (:mod:`memgym.envs.popgym`); registering them only looks popgym up, it imports
-it when such an env is made.
+it when such an env is made. Likewise with the ``memory-maze`` extra, the four
+Memory Maze sizes are registered as ``memgym/MemoryMaze-<size>-v0``
+(:mod:`memgym.envs.memory_maze`); dm_control and MuJoCo load only when one is made.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 
+from memgym.envs.memory_maze import register_memory_maze_envs
 from memgym.envs.popgym import register_popgym_envs
 from memgym.envs.tmaze import TMazeEnv
 
@@ -31,12 +34,13 @@ _SPECS: dict[str, dict] = {
 def register_envs() -> None:
     """Register memgym's environments with Gymnasium (idempotent; runs on import).
 
-    The popgym tasks are registered only when popgym is installed.
+    The popgym and Memory Maze tasks are registered only when their packages are installed.
     """
     for env_id, spec in _SPECS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, **spec)
     register_popgym_envs()
+    register_memory_maze_envs()
 
 
 def registered_ids() -> list[str]:

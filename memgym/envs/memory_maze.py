@@ -1,0 +1,360 @@
+"""Memory Maze (Pašukonis et al., ICLR 2023; thesis §5.2.1, Fig. 5.4) as Gymnasium 1.x environments.
+
+Memory Maze is a 3-D navigation task in MuJoCo: the agent, a rolling ball with
+a 64×64 first-person camera, is dropped into a random maze holding 3–6
+coloured target balls. Its current target's colour is shown (as a border around
+the image and as a separate vector); touching that ball gives reward +1 and a
+new target colour is drawn. A good policy has to remember where the balls and
+the walls are, so the return measures long-term memory (thesis §5.2.1).
+
+memgym does not re-implement the task: :class:`MemoryMazeEnv` drives the
+upstream ``memory_maze.tasks`` environments (``memory-maze==1.0.3`` on
+``dm-control==1.0.50`` / MuJoCo 3; ``pip install "memgym[memory-maze]"``) and
+only translates the ``dm_env`` interface into Gymnasium's:
+
+==============  =============================================================
+observation     ``Dict(image=Box(0, 255, (64, 64, 3), uint8),
+                target_color=Box(0, 1, (3,), float32))`` -- upstream's
+                default observation: the image already carries the target
+                colour as a 2-pixel border (``target_color_in_image=True``)
+actions         ``Discrete(6)``: 0 no-op, 1 forward, 2 turn left, 3 turn
+                right, 4 forward + left, 5 forward + right (upstream's
+                discrete action set, 4 control steps per second)
+reward          +1 on a step that touches the current target, else 0
+episode end     never ``terminated``; upstream's time limit ends the
+                episode with ``truncated=True`` after
+                ``EPISODE_STEPS[size]`` steps: 1000 / 2000 / 3000 / 4000
+                for 9x9 / 11x11 / 13x13 / 15x15 (250 / 500 / 750 / 1000
+                simulated seconds at 4 Hz)
+==============  =============================================================
+
+Registered ids: ``memgym/MemoryMaze-9x9-v0``, ``-11x11-``, ``-13x13-``,
+``-15x15-``, with ``max_episode_steps`` set to the upstream episode length (the
+TimeLimit wrapper that ``gymnasium.make`` adds fires on the same step as the
+upstream limit). :func:`register_memory_maze_envs` registers them only when the
+packages are installed, looking them up with ``importlib.util.find_spec``:
+``import memgym`` imports neither dm_control nor MuJoCo.
+
+**Seeding.** Upstream seeds a maze generator once, when the environment is
+built (``memory_maze_9x9(seed=...)``); every later reset draws the next maze
+from that stream, and labmaze's generator cannot be re-seeded in place. So
+``reset(seed=s)`` rebuilds the upstream environment with ``seed=s`` (``s`` in
+``[0, 2**32)``, numpy's ``RandomState`` range), and ``reset()`` without a seed
+continues its stream: the k-th episode after ``reset(seed=s)`` is exactly the
+k-th episode of upstream ``memory_maze_<size>(seed=s)`` under the same
+actions. The first reset without any seed builds it with a seed drawn from the
+env's ``np_random``. A seeded reset costs a rebuild (1.5–3 s on a 2-core CPU)
+on top of the maze compilation every reset pays (1–3 s); the
+:attr:`task_seed` property tells which upstream seed is in use. The upstream
+environment is built lazily, at the first reset, so ``gymnasium.make`` and
+vector-env helpers stay cheap.
+
+**Importing upstream without its ``__init__``.** ``memory_maze/__init__.py``
+imports the legacy ``gym`` package to register gym ids (and re-raises when
+``gym`` is missing; ``gym`` does not work with numpy 2 either). memgym needs
+only ``memory_maze.tasks``, so :func:`load_memory_maze_tasks` puts an empty
+package object for ``memory_maze`` (created from its import spec, so its
+``__path__`` points at the installed package, but with ``__init__.py`` never
+executed) into ``sys.modules`` and then imports the submodule normally; the
+submodules' own ``from memory_maze.maze import ...`` then resolve against that
+package. A ``memory_maze`` that is already imported is used as it is. Side
+effect: a later ``import memory_maze`` in the same process gets that empty
+package (its ``tasks``, ``maze``, ``wrappers`` submodules work; the old gym
+ids are not registered).
+
+**Headless rendering.** dm_control reads ``MUJOCO_GL`` once, when it is first
+imported. :func:`select_mujoco_gl` runs before that: a ``MUJOCO_GL`` set by the
+user is kept; otherwise EGL (GPU, or Mesa's software EGL) and then OSMesa
+(software) are each tried by rendering a tiny model in a subprocess (a failed
+OpenGL platform cannot be unloaded from a process, so probing in-process would
+poison the fallback), and the first that works is written to
+``os.environ["MUJOCO_GL"]`` (so subprocesses, e.g. ``AsyncVectorEnv``
+workers, skip the probe). If neither works a ``RuntimeError`` names the system
+packages to install (``libegl1`` for EGL, ``libosmesa6`` for OSMesa).
+
+Speed: ≈ 25–30 steps/s on a 2-core CPU (MuJoCo physics at 200 Hz plus a 64×64
+render per step); see ``benchmarks/memory_maze_overhead.py`` for the wrapper's
+cost. With OSMesa, call ``close()`` before the interpreter exits: dm_control
+otherwise prints harmless "cannot schedule new futures after shutdown" errors
+while freeing the rendering context.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+TESTED_VERSIONS = {"memory-maze": "1.0.3", "dm-control": "1.0.50", "mujoco": "3.17.0", "labmaze": "1.0.6"}
+INSTALL_HINT = 'pip install "memgym[memory-maze]"'
+
+SIZES = ("9x9", "11x11", "13x13", "15x15")
+# Upstream ``memory_maze.tasks``: time limits of 250 / 500 / 750 / 1000 seconds at the
+# default control frequency of 4 Hz (``DEFAULT_CONTROL_FREQ``) give these episode lengths.
+EPISODE_STEPS = {"9x9": 1000, "11x11": 2000, "13x13": 3000, "15x15": 4000}
+CONTROL_FREQUENCY_HZ = 4
+IMAGE_SHAPE = (64, 64, 3)
+NUM_ACTIONS = 6
+ACTION_NAMES = ("noop", "forward", "left", "right", "forward_left", "forward_right")
+MAX_TASK_SEED = 2**32  # exclusive: numpy.random.RandomState's seed range
+
+ENTRY_POINT = "memgym.envs.memory_maze:MemoryMazeEnv"
+
+
+def memory_maze_env_id(size: str) -> str:
+    """Gymnasium id of a maze size: ``memgym/MemoryMaze-<size>-v0``."""
+    return f"memgym/MemoryMaze-{size}-v0"
+
+
+def memory_maze_installed() -> bool:
+    """Whether memory-maze and dm_control can be imported (looked up, not imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("memory_maze", "dm_control"))
+
+
+def register_memory_maze_envs() -> list[str]:
+    """Register the four Memory Maze sizes if memory-maze is installed (idempotent).
+
+    Only looks the packages up; nothing is imported until an env is made.
+    Returns the registered ids (empty without memory-maze).
+    """
+    if not memory_maze_installed():
+        return []
+    ids = []
+    for size in SIZES:
+        env_id = memory_maze_env_id(size)
+        if env_id not in gym.registry:
+            # MemoryMazeEnv refuses to step before reset itself: no OrderEnforcing wrapper.
+            gym.register(
+                id=env_id,
+                entry_point=ENTRY_POINT,
+                kwargs={"size": size},
+                max_episode_steps=EPISODE_STEPS[size],
+                order_enforce=False,
+            )
+        ids.append(env_id)
+    return ids
+
+
+# ---------------------------------------------------------------------------------------
+# Choosing MuJoCo's OpenGL backend before dm_control is imported.
+
+_GL_CANDIDATES = ("egl", "osmesa")
+_GL_PACKAGES = {"egl": "libegl1 (plus a GPU driver or Mesa's libegl-mesa0)", "osmesa": "libosmesa6"}
+_PROBE_MARKER = "memgym-gl-probe-ok"
+_PROBE_CODE = f"""
+from dm_control import mujoco
+physics = mujoco.Physics.from_xml_string("<mujoco/>")
+pixels = physics.render(height=8, width=8)
+physics.free()
+assert pixels.shape == (8, 8, 3), pixels.shape
+print("{_PROBE_MARKER}")
+"""
+_PROBE_TIMEOUT_S = 120
+
+
+def _probe_gl_backend(backend: str) -> tuple[bool, str]:
+    """Render a tiny model in a fresh Python with ``MUJOCO_GL=backend``: ``(works, error text)``."""
+    env = dict(os.environ, MUJOCO_GL=backend)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", _PROBE_CODE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return False, f"{type(error).__name__}: {error}"
+    if result.returncode == 0 and _PROBE_MARKER in result.stdout:
+        return True, ""
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    return False, lines[-1] if lines else f"exit status {result.returncode}"
+
+
+def select_mujoco_gl() -> str:
+    """Pick MuJoCo's OpenGL backend for headless rendering and return its name.
+
+    Order: a user-set ``MUJOCO_GL``; the backend dm_control already chose if it has
+    been imported; otherwise the first of EGL, OSMesa that renders in a subprocess
+    probe, which is then written to ``os.environ["MUJOCO_GL"]``.
+
+    Raises ``RuntimeError`` naming the system packages to install when no backend works.
+    """
+    chosen = os.environ.get("MUJOCO_GL")
+    if chosen:
+        return chosen
+    render_module = sys.modules.get("dm_control._render")
+    if render_module is not None:  # too late to choose: dm_control has read MUJOCO_GL already
+        backend = getattr(render_module, "BACKEND", None)
+        if backend is None:
+            raise RuntimeError(
+                "dm_control was imported without a working OpenGL backend; set MUJOCO_GL=egl or "
+                "MUJOCO_GL=osmesa before importing dm_control"
+            )
+        return str(backend)
+    errors = []
+    for backend in _GL_CANDIDATES:
+        works, error = _probe_gl_backend(backend)
+        if works:
+            os.environ["MUJOCO_GL"] = backend
+            return backend
+        errors.append(f"{backend}: {error}")
+    raise RuntimeError(
+        "Memory Maze needs headless OpenGL rendering, but neither MuJoCo backend works here "
+        f"({'; '.join(errors)}). Install the system libraries: `apt-get install -y libegl1 libosmesa6` "
+        f"(EGL: {_GL_PACKAGES['egl']}; OSMesa, software rendering: {_GL_PACKAGES['osmesa']}), "
+        "or set MUJOCO_GL to a backend that works on this machine."
+    )
+
+
+def load_memory_maze_tasks() -> ModuleType:
+    """Import ``memory_maze.tasks`` without running ``memory_maze/__init__.py``.
+
+    See the module docstring for why and how. Chooses ``MUJOCO_GL`` first.
+    """
+    if "memory_maze.tasks" in sys.modules:
+        return sys.modules["memory_maze.tasks"]
+    if not memory_maze_installed():
+        raise ImportError(
+            f"memory-maze and dm-control are needed for Memory Maze: {INSTALL_HINT} "
+            f"(tested with {', '.join(f'{k}=={v}' for k, v in TESTED_VERSIONS.items())})"
+        )
+    select_mujoco_gl()
+    inserted = False
+    if "memory_maze" not in sys.modules:
+        spec = importlib.util.find_spec("memory_maze")
+        package = importlib.util.module_from_spec(spec)  # __path__ set, __init__.py not executed
+        sys.modules["memory_maze"] = package
+        inserted = True
+    try:
+        return importlib.import_module("memory_maze.tasks")
+    except BaseException:
+        if inserted:  # leave no half-made package behind
+            for name in [n for n in sys.modules if n == "memory_maze" or n.startswith("memory_maze.")]:
+                del sys.modules[name]
+        raise
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class MemoryMazeEnv(gym.Env):
+    """Gymnasium view of an upstream Memory Maze task (thesis §5.2.1). See the module docstring.
+
+    Args:
+        size: ``"9x9"``, ``"11x11"``, ``"13x13"`` or ``"15x15"`` (maze size without the
+            outer walls; 3, 4, 5, 6 targets; 1000, 2000, 3000, 4000 steps).
+        render_mode: ``None`` or ``"rgb_array"`` (the current 64×64×3 observation image).
+
+    Observations are ``{"image": [64, 64, 3] uint8, "target_color": [3] float32}``.
+    Stepping before the first ``reset`` or after an episode has ended raises
+    ``RuntimeError`` (upstream would silently start a new episode).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": CONTROL_FREQUENCY_HZ}
+
+    def __init__(self, size: str = "9x9", render_mode: str | None = None):
+        if not isinstance(size, str) or size not in SIZES:
+            raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.size = size
+        self.render_mode = render_mode
+        self.max_episode_steps = EPISODE_STEPS[size]
+        self.observation_space = spaces.Dict(
+            {
+                "image": spaces.Box(0, 255, IMAGE_SHAPE, np.uint8),
+                "target_color": spaces.Box(0.0, 1.0, (3,), np.float32),
+            }
+        )
+        self.action_space = spaces.Discrete(NUM_ACTIONS)
+        # Fail at construction, not at the first reset, when the packages or OpenGL are missing.
+        self._tasks = load_memory_maze_tasks()
+        self._task: Any = None  # the upstream dm_env environment, built at the first reset
+        self._task_seed: int | None = None
+        self._image: np.ndarray | None = None
+        self._episode_over = True
+
+    @property
+    def task_seed(self) -> int | None:
+        """Seed the current upstream environment was built with (``None`` before the first reset)."""
+        return self._task_seed
+
+    @property
+    def task(self) -> Any:
+        """The upstream ``dm_env.Environment`` (``None`` before the first reset)."""
+        return self._task
+
+    def _build_task(self, task_seed: int) -> None:
+        self._close_task()
+        make = getattr(self._tasks, f"memory_maze_{self.size}")
+        self._task = make(seed=task_seed)
+        self._task_seed = task_seed
+
+    def _observation(self, timestep: Any) -> dict[str, np.ndarray]:
+        upstream = timestep.observation
+        # Copies: dm_control may hand out views of buffers it overwrites on the next step.
+        image = np.array(upstream["image"], dtype=np.uint8, copy=True)
+        if self.render_mode == "rgb_array":
+            self._image = image.copy()  # kept apart from the observation the caller may modify
+        return {"image": image, "target_color": np.array(upstream["target_color"], dtype=np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if options:
+            raise ValueError(f"options are not supported by MemoryMazeEnv, got {options!r}")
+        if seed is not None and not (
+            isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and 0 <= seed < MAX_TASK_SEED
+        ):
+            raise ValueError(f"seed must be None or an integer in [0, 2**32), got {seed!r}")
+        super().reset(seed=seed)
+        if seed is not None:
+            self._build_task(int(seed))
+        elif self._task is None:
+            self._build_task(int(self.np_random.integers(MAX_TASK_SEED)))
+        timestep = self._task.reset()
+        self._episode_over = False
+        return self._observation(timestep), {}
+
+    def step(self, action):
+        if self._episode_over:
+            raise RuntimeError(
+                "MemoryMazeEnv.step called before reset or after the episode ended; call reset() first"
+            )
+        if not self.action_space.contains(action):
+            raise ValueError(
+                f"action must be an integer in [0, {NUM_ACTIONS - 1}] ({', '.join(ACTION_NAMES)}), got {action!r}"
+            )
+        timestep = self._task.step(int(action))
+        last = bool(timestep.last())
+        # dm_env: a LAST step with discount 0 is a termination, otherwise a truncation (time limit).
+        terminated = last and float(timestep.discount) == 0.0
+        truncated = last and not terminated
+        self._episode_over = last
+        return self._observation(timestep), float(timestep.reward), terminated, truncated, {}
+
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        if self._image is None:
+            raise RuntimeError("MemoryMazeEnv.render called before reset; call reset() first")
+        return self._image.copy()
+
+    def _close_task(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.close()  # frees the MuJoCo physics and its OpenGL context
+
+    def close(self) -> None:
+        self._close_task()
+        self._episode_over = True
+        super().close()

@@ -1,0 +1,213 @@
+"""The Gymnasium wrapper over upstream Memory Maze (memgym.envs.memory_maze).
+
+Needs the optional ``memory-maze`` extra (memory-maze, dm-control, MuJoCo) and a
+headless OpenGL library; skipped without the packages. Memory Maze is slow on a
+CPU (≈ 25 steps/s, 1–3 s per reset, 1.5–3 s per seeded rebuild), so the tests
+share a few environments and take about a minute, most of it ``check_env``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dm_control", reason="needs the memory-maze extra")
+pytest.importorskip("labmaze", reason="needs the memory-maze extra")
+# Not importorskip("memory_maze"): its __init__ imports the legacy gym package and fails
+# without it, which is why memgym loads memory_maze.tasks around it. Look it up only.
+if importlib.util.find_spec("memory_maze") is None:
+    pytest.skip("needs the memory-maze extra", allow_module_level=True)
+
+import dm_env  # noqa: E402
+import gymnasium as gym  # noqa: E402
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
+import memgym  # noqa: E402,F401
+from memgym.envs import memory_maze as mm  # noqa: E402
+from memgym.envs.memory_maze import EPISODE_STEPS, SIZES, MemoryMazeEnv, memory_maze_env_id  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def env():
+    """One 9x9 env shared by the tests that only need some episode to look at."""
+    env = MemoryMazeEnv("9x9", render_mode="rgb_array")
+    yield env
+    env.close()
+
+
+def assert_valid_observation(obs: dict) -> None:
+    assert set(obs) == {"image", "target_color"}
+    assert obs["image"].shape == (64, 64, 3) and obs["image"].dtype == np.uint8
+    assert obs["target_color"].shape == (3,) and obs["target_color"].dtype == np.float32
+    assert ((obs["target_color"] >= 0) & (obs["target_color"] <= 1)).all()
+
+
+def test_registered_ids_with_upstream_time_limits(monkeypatch):
+    ids = mm.register_memory_maze_envs()
+    assert ids == [f"memgym/MemoryMaze-{size}-v0" for size in SIZES]
+    assert set(ids) <= set(memgym.envs.registered_ids())
+    # Read upstream's own arguments (maze size, targets, time limit in seconds) by
+    # intercepting the private builder the public task functions call: cheap, no MuJoCo.
+    tasks = mm.load_memory_maze_tasks()
+    monkeypatch.setattr(tasks, "_memory_maze", lambda *args, **kwargs: args)
+    for size in SIZES:
+        maze_size, _, time_limit_s = getattr(tasks, f"memory_maze_{size}")()
+        assert f"{maze_size}x{maze_size}" == size
+        upstream_steps = round(time_limit_s * tasks.DEFAULT_CONTROL_FREQ)
+        assert EPISODE_STEPS[size] == upstream_steps
+        assert gym.spec(memory_maze_env_id(size)).max_episode_steps == upstream_steps
+
+
+def test_importing_memgym_loads_no_simulator():
+    code = (
+        "import sys, memgym, gymnasium as gym\n"
+        "assert 'memgym/MemoryMaze-9x9-v0' in gym.registry\n"
+        "print(sorted(m for m in ('memory_maze', 'dm_control', 'mujoco') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_check_env_passes():
+    env = gym.make("memgym/MemoryMaze-9x9-v0", render_mode="rgb_array").unwrapped
+    try:
+        check_env(env)  # render check included: render_mode="rgb_array"
+    finally:
+        env.close()
+
+
+def test_observations_actions_and_render(env):
+    assert env.action_space == gym.spaces.Discrete(6)
+    obs, info = env.reset(seed=0)
+    assert info == {}
+    assert_valid_observation(obs)
+    assert obs in env.observation_space
+    np.testing.assert_array_equal(env.render(), obs["image"])
+    for action in range(6):
+        obs, reward, terminated, truncated, info = env.step(np.int64(action))
+        assert_valid_observation(obs)
+        assert isinstance(reward, float) and reward in (0.0, 1.0)
+        assert terminated is False and truncated is False
+    np.testing.assert_array_equal(env.render(), obs["image"])
+    # The target colour is also drawn as the image's border (upstream's default).
+    border = obs["image"][0, 0].astype(np.float64)
+    np.testing.assert_allclose(border, np.floor(obs["target_color"] * 255 * 0.7), atol=1)
+
+
+def test_invalid_arguments(env):
+    with pytest.raises(ValueError, match="size"):
+        MemoryMazeEnv("8x8")
+    with pytest.raises(ValueError, match="render_mode"):
+        MemoryMazeEnv("9x9", render_mode="human")
+    fresh = MemoryMazeEnv("9x9")
+    with pytest.raises(RuntimeError, match="reset"):
+        fresh.step(0)
+    for seed in (-1, 2**32, 1.5):
+        with pytest.raises(ValueError, match="seed"):
+            fresh.reset(seed=seed)
+    with pytest.raises(ValueError, match="options"):
+        fresh.reset(options={"goal": 1})
+    env.reset()
+    for action in (-1, 6, 1.0):
+        with pytest.raises(ValueError, match="action"):
+            env.step(action)
+
+
+def test_seeded_resets_are_deterministic_and_match_upstream(env):
+    actions = [1, 1, 4, 2, 5, 3, 1, 0]
+
+    def rollout(e: MemoryMazeEnv, seed: int):
+        obs, _ = e.reset(seed=seed)
+        frames = [obs]
+        for action in actions:
+            frames.append(e.step(action)[0])
+        return frames
+
+    first = rollout(env, 3)
+    other_instance = MemoryMazeEnv("9x9")
+    try:
+        again = rollout(other_instance, 3)
+    finally:
+        other_instance.close()
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["target_color"], b["target_color"])
+    assert env.task_seed == 3
+    # reset(seed=s) gives exactly the first episode of upstream memory_maze_9x9(seed=s).
+    upstream = mm.load_memory_maze_tasks().memory_maze_9x9(seed=3)
+    try:
+        timestep = upstream.reset()
+        np.testing.assert_array_equal(timestep.observation["image"], first[0]["image"])
+        np.testing.assert_allclose(timestep.observation["target_color"], first[0]["target_color"], rtol=1e-6)
+    finally:
+        upstream.close()
+    other, _ = env.reset(seed=4)
+    assert not np.array_equal(other["image"], first[0]["image"])
+
+
+def test_upstream_time_limit_truncates(env):
+    env.reset(seed=1)
+    # Shorten upstream's own limit (composer.Environment._time_limit, in simulated
+    # seconds) to 5 control steps: the same code path that ends every real episode.
+    from dm_control import composer
+
+    composer_env = env.task
+    while not isinstance(composer_env, composer.Environment):  # unwrap upstream's dm_env wrappers
+        composer_env = composer_env.env
+    composer_env._time_limit = 5 / mm.CONTROL_FREQUENCY_HZ - 1e-3
+    flags = [env.step(1)[2:4] for _ in range(5)]
+    assert flags == [(False, False)] * 4 + [(False, True)]
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+class _FakeTask:
+    """A dm_env stand-in whose next step ends the episode with discount 0."""
+
+    def __init__(self):
+        self.observation = {"image": np.zeros((64, 64, 3), np.uint8), "target_color": np.ones(3)}
+
+    def reset(self):
+        return dm_env.restart(self.observation)
+
+    def step(self, action):
+        return dm_env.termination(reward=1.0, observation=self.observation)
+
+    def close(self):
+        pass
+
+
+def test_discount_zero_is_terminated():
+    env = MemoryMazeEnv("9x9")
+    env._task, env._task_seed = _FakeTask(), 0
+    env.reset()
+    _, reward, terminated, truncated, _ = env.step(0)
+    assert (reward, terminated, truncated) == (1.0, True, False)
+
+
+def test_gl_backend_choice(monkeypatch):
+    probes = []
+
+    def fake_probe(works: set[str]):
+        def probe(backend):
+            probes.append(backend)
+            return backend in works, "" if backend in works else f"{backend} missing"
+
+        return probe
+
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setattr(mm, "_probe_gl_backend", fake_probe(set()))
+    assert mm.select_mujoco_gl() == "osmesa" and probes == []  # a user's choice is kept
+    monkeypatch.delenv("MUJOCO_GL")
+    monkeypatch.delitem(sys.modules, "dm_control._render", raising=False)  # as before dm_control loads
+    monkeypatch.setattr(mm, "_probe_gl_backend", fake_probe({"osmesa"}))
+    assert mm.select_mujoco_gl() == "osmesa" and probes == ["egl", "osmesa"]
+    assert mm.os.environ["MUJOCO_GL"] == "osmesa"
+    monkeypatch.delenv("MUJOCO_GL")
+    monkeypatch.setattr(mm, "_probe_gl_backend", fake_probe(set()))
+    with pytest.raises(RuntimeError, match="libegl1.*libosmesa6"):
+        mm.select_mujoco_gl()
