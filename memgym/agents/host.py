@@ -21,6 +21,39 @@ import numpy as np
 
 from memgym.agents.actor_critic import ActorCriticTrainer, RunnerState
 from memgym.buffers.rollout import Rollout
+from memgym.envs.functional import FunctionalEnv
+
+
+class GymnasiumSpaces(FunctionalEnv):
+    """Only the spaces of a Gymnasium env: enough to build a trainer's networks for a host loop."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
+        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+            raise ValueError(f"host loops need flat Box observations, got {observation_space}")
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"host loops need a Discrete action space, got {action_space}")
+        self._observation_space, self._action_space = observation_space, action_space
+
+    def default_params(self, **overrides: Any) -> None:
+        return None
+
+    def observation_space(self, params: Any) -> gym.Space:
+        return self._observation_space
+
+    def action_space(self, params: Any) -> gym.Space:
+        return self._action_space
+
+
+def trainer_for(config: Any, envs: gym.vector.VectorEnv):
+    """An :class:`ActorCriticTrainer` or :class:`~memgym.agents.dqn.DQNTrainer` for ``envs``' spaces."""
+    from memgym.agents.config import DQNConfig
+
+    spaces = GymnasiumSpaces(envs.single_observation_space, envs.single_action_space)
+    if isinstance(config, DQNConfig):
+        from memgym.agents.dqn import DQNTrainer
+
+        return DQNTrainer(config, spaces)
+    return ActorCriticTrainer(config, spaces)
 
 
 class HostLoop:

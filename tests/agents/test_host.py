@@ -52,3 +52,26 @@ def test_dqn_host_loop_learns_the_short_maze():
     tail = history[-config.num_updates // 5:]
     episodes = sum(h["episodes"] for h in tail)
     assert episodes > 0 and sum(h["successes"] for h in tail) / episodes > 0.8
+
+
+@pytest.mark.parametrize("kind", ["ppo", "dqn"])
+def test_host_loops_train_on_popgym(kind):
+    pytest.importorskip("popgym")
+    from memgym.agents.config import DQNConfig
+    from memgym.agents.host import DQNHostLoop, trainer_for
+
+    envs = gym.make_vec("memgym/popgym-RepeatPreviousEasy-v0", num_envs=4, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    if kind == "ppo":
+        config = ActorCriticConfig(algorithm="ppo", memory="ffm", memory_config='{"features": 16, "memory_size": 8, '
+                                   '"context_size": 4}', num_envs=4, rollout_length=16, total_steps=4 * 16 * 3,
+                                   num_minibatches=2)
+        loop = HostLoop(trainer_for(config, envs), envs)
+    else:
+        config = DQNConfig(memory="lru", memory_config='{"features": 16, "state_size": 8}', num_envs=4,
+                           total_steps=4 * 40, batch_size=32, buffer_size=400, learning_starts=64)
+        loop = DQNHostLoop(trainer_for(config, envs), envs)
+    history = [loop.update() for _ in range(config.num_updates)]
+    assert history[-1]["env_steps"] == config.total_steps
+    assert all(np.isfinite(v) for h in history for k, v in h.items() if "loss" in k)
+    assert history[-1]["loss" if kind == "dqn" else "policy_loss"] != 0.0  # a gradient step happened
