@@ -3,6 +3,8 @@
     memgym envs                                  list the registered environments
     memgym play tmaze --corridor-length 10       play T-Maze in the terminal
     memgym demo --corridor-length 20             scripted vs random policy on T-Maze
+    memgym train --agent a2c --memory arelit     train an agent (T-Maze or any Gymnasium env)
+    memgym leaderboard run|report|check|list     the success-by-corridor-length leaderboard
 """
 
 from __future__ import annotations
@@ -277,7 +279,7 @@ def _config_fields(cls) -> list:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from memgym.agents.config import ActorCriticConfig, DQNConfig
-    from memgym.agents.training import TMAZE_IDS, train_tmaze
+    from memgym.agents.training import TMAZE_IDS, train_gymnasium, train_tmaze
 
     cls = DQNConfig if args.agent == "dqn" else ActorCriticConfig
     allowed = {f.name for f in _config_fields(cls)}
@@ -292,13 +294,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     if cls is ActorCriticConfig:
         options["algorithm"] = args.agent
     config = cls(memory=args.memory, total_steps=args.steps, **options)
-    if args.env not in TMAZE_IDS:
-        raise ValueError(f"--env {args.env!r}: the jitted trainer runs on {', '.join(TMAZE_IDS)}; "
-                         "other Gymnasium environments train with memgym.agents.host.HostLoop from Python")
+    log = lambda line: print(line, flush=True)  # noqa: E731
     print(f"memgym train: {config}", flush=True)
-    train_tmaze(config, args.out, corridor_length=args.corridor_length, max_episode_steps=args.max_episode_steps,
-                seeds=args.seeds, resume=args.resume, log=lambda line: print(line, flush=True))
-    print(f"metrics: {args.out}/metrics.csv, checkpoint: {args.out}/checkpoint.npz")
+    if args.env in TMAZE_IDS:
+        train_tmaze(config, args.out, corridor_length=args.corridor_length, max_episode_steps=args.max_episode_steps,
+                    seeds=args.seeds, resume=args.resume, log=log)
+        print(f"metrics: {args.out}/metrics.csv, checkpoint: {args.out}/checkpoint.npz")
+        return 0
+    # Any other Gymnasium env: a host loop per seed, each in its own directory.
+    for seed in range(args.seeds):
+        out = Path(args.out) / f"seed{seed}" if args.seeds > 1 else Path(args.out)
+        log(f"--- {args.env}, seed {seed} -> {out}")
+        train_gymnasium(config, args.env, out, seed=seed, resume=args.resume, log=log)
+        print(f"metrics: {out}/metrics.csv, checkpoint: {out}/checkpoint.npz")
     return 0
 
 
@@ -342,12 +350,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
 
-    train = sub.add_parser("train", help="train an agent on T-Maze (progress, CSV log, checkpoints, curve)")
+    train = sub.add_parser("train", help="train an agent on T-Maze or any Gymnasium env (progress, CSV log, "
+                                         "checkpoints, curve)")
     train.add_argument("--agent", choices=["a2c", "ppo", "dqn"], default="a2c")
     train.add_argument("--memory", default="arelit", help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model")
-    train.add_argument("--env", default="memgym/TMaze-v0")
-    train.add_argument("--corridor-length", type=_positive_int, default=120)
-    train.add_argument("--max-episode-steps", type=_positive_int, default=1000)
+    train.add_argument("--env", default="memgym/TMaze-v0",
+                       help="memgym/TMaze-v0 (jitted, all seeds at once) or any registered Gymnasium env with "
+                            "discrete actions, e.g. memgym/popgym-RepeatFirstEasy-v0 (host loop, seed by seed)")
+    train.add_argument("--corridor-length", type=_positive_int, default=120, help="T-Maze only")
+    train.add_argument("--max-episode-steps", type=_positive_int, default=1000, help="T-Maze only")
     train.add_argument("--steps", type=_steps, default=1_000_000, help="environment steps per seed, e.g. 1e6")
     train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
     train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")

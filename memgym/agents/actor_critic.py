@@ -28,6 +28,7 @@ from typing import Any
 import distrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -61,11 +62,14 @@ class ActorCriticTrainer:
         self.config = config
         self.env = env
         params = env.default_params() if example_params is None else example_params
-        self.obs_size = int(env.observation_space(params).shape[0])
+        space = env.observation_space(params)
+        self.obs_size, self.obs_dtype = int(space.shape[0]), np.dtype(space.dtype)
+        self.image_shape = getattr(env, "image_shape", None)  # set by host loops for image observations
         self.num_actions = int(env.action_space(params).n)
         name, memory_config = resolve_memory(config.memory, config.memory_config)
         self.network = ActorCritic(
-            name, frozen_config(memory_config), self.num_actions, config.head_width, config.head_layers
+            name, frozen_config(memory_config), self.num_actions, config.head_width, config.head_layers,
+            self.image_shape,
         )
         self._run = jax.jit(self._scan_updates, static_argnums=2)
         self.optimizer = optax.chain(
@@ -79,7 +83,7 @@ class ActorCriticTrainer:
         return self.network.initialize_carry()
 
     def init_params(self, key: jax.Array) -> PyTree:
-        obs = jnp.zeros((1, self.obs_size))
+        obs = jnp.zeros((1, self.obs_size), self.obs_dtype)
         return self.network.init(key, obs, jnp.ones(1, bool), self.initialize_carry())
 
     def policy(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array):

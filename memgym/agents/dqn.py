@@ -61,6 +61,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -125,10 +126,14 @@ class DQNTrainer:
         self.config = config
         self.env = env
         params = env.default_params() if example_params is None else example_params
-        self.obs_size = int(env.observation_space(params).shape[0])
+        space = env.observation_space(params)
+        self.obs_size, self.obs_dtype = int(space.shape[0]), np.dtype(space.dtype)
+        self.image_shape = getattr(env, "image_shape", None)  # set by host loops for image observations
         self.num_actions = int(env.action_space(params).n)
         name, memory_config = resolve_memory(config.memory, config.memory_config)
-        self.network = DuelingQNetwork(name, frozen_config(memory_config), self.num_actions, config.head_width)
+        self.network = DuelingQNetwork(
+            name, frozen_config(memory_config), self.num_actions, config.head_width, self.image_shape
+        )
         self.optimizer = optax.chain(
             optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate)
         )
@@ -142,7 +147,7 @@ class DQNTrainer:
         return self.network.initialize_carry()
 
     def init_params(self, key: jax.Array) -> PyTree:
-        obs = jnp.zeros((1, self.obs_size))
+        obs = jnp.zeros((1, self.obs_size), self.obs_dtype)
         return self.network.init(key, obs, jnp.ones(1, bool), self.initialize_carry())
 
     def q_values(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array):
@@ -164,7 +169,7 @@ class DQNTrainer:
     # --- training -------------------------------------------------------------------------
 
     def _example_transition(self) -> dict[str, jax.Array]:
-        obs = jnp.zeros(self.obs_size, jnp.float32)
+        obs = jnp.zeros(self.obs_size, self.obs_dtype)
         return dict(
             obs=obs, action=jnp.zeros((), jnp.int32), reward=jnp.zeros((), jnp.float32),
             next_obs=obs, terminated=jnp.zeros((), bool),

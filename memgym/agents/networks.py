@@ -5,7 +5,8 @@ and critic heads … a 2-layer neural network with tanh activations" of width 12
 Heads use orthogonal initialisation (gain √2 for hidden layers, 0.01 for the
 policy logits, 1 for the value), the usual A2C/PPO choice.
 
-Both networks take one stream — ``obs[T, O]``, ``begin[T]``, a memory carry — and
+Observations pass an :class:`~memgym.agents.encoders.ObservationEncoder` first
+(a ResNet when they hold an image). Both networks take one stream — ``obs[T, O]``, ``begin[T]``, a memory carry — and
 batch with ``jax.vmap``; ``T = 1`` acts, a tape replays.
 """
 
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym import memory as memory_lib
+from memgym.agents.encoders import ObservationEncoder
 from memgym.memory.initializers import orthogonal
 
 Carry = Any
@@ -45,14 +47,16 @@ class ActorCritic(nn.Module):
     num_actions: int
     head_width: int = 128
     head_layers: int = 2
+    image_shape: tuple[int, int, int] | None = None  # observations hold an image (see agents.encoders)
 
     def initialize_carry(self) -> Carry:
         return memory_carry(self.memory_name, self.memory_config)
 
     @nn.compact
     def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, jax.Array, Carry]:
+        inputs = ObservationEncoder(self.image_shape, name="encoder")(obs)
         features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
-            obs, begin, carry
+            inputs, begin, carry
         )
         logits = mlp(self.head_width, self.head_layers, self.num_actions, 0.01, "actor")(features)
         value = mlp(self.head_width, self.head_layers, 1, 1.0, "critic")(features)[:, 0]
@@ -66,14 +70,16 @@ class DuelingQNetwork(nn.Module):
     memory_config: tuple[tuple[str, Any], ...]
     num_actions: int
     head_width: int = 128
+    image_shape: tuple[int, int, int] | None = None
 
     def initialize_carry(self) -> Carry:
         return memory_carry(self.memory_name, self.memory_config)
 
     @nn.compact
     def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+        inputs = ObservationEncoder(self.image_shape, name="encoder")(obs)
         features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
-            obs, begin, carry
+            inputs, begin, carry
         )
         value = mlp(self.head_width, 1, 1, 1.0, "value")(features)
         advantage = mlp(self.head_width, 1, self.num_actions, 1.0, "advantage")(features)

@@ -9,8 +9,9 @@ interrupted run continues with ``--resume``; a directory that already holds a
 run is never reused without it. At the end ``learning_curve.png`` shows the
 success rate per seed against environment steps.
 
-Other Gymnasium environments train through :class:`~memgym.agents.host.HostLoop`
-(A2C/PPO, one seed after another, no checkpoints).
+Any other Gymnasium environment with a discrete action space (POPGym, Memory
+Maze, a user's env) trains through :func:`train_gymnasium`: a host loop, one
+seed per run, the same directory layout, a learning curve of the episode return.
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def _tensorboard(out: Path):
     return SummaryWriter(str(out / "tensorboard"))
 
 
-def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> bool:
-    """Success rate (per update, smoothed) against environment steps, one line per seed."""
+def plot_learning_curve(csv_path: Path, png_path: Path, title: str, metric: str = "success") -> bool:
+    """Success rate or mean episode return (smoothed over updates) against environment steps, a line per seed."""
     try:
         import matplotlib
 
@@ -118,17 +119,40 @@ def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> bool:
         mine = [r for r in rows if int(r["seed"]) == seed]
         steps = np.array([int(r["env_steps"]) for r in mine])
         episodes = np.array([int(r["episodes"]) for r in mine], float)
-        successes = np.array([int(r["successes"]) for r in mine], float)
+        if metric == "success":
+            totals = np.array([int(r["successes"]) for r in mine], float)
+        else:
+            totals = np.array([float(r["mean_return"]) * int(r["episodes"]) if r["mean_return"] else 0.0
+                               for r in mine])
         window = max(1, len(mine) // 50)
         kernel = np.ones(window)
-        rate = np.convolve(successes, kernel, "same") / np.maximum(np.convolve(episodes, kernel, "same"), 1)
-        axis.plot(steps, rate, label=f"seed {seed}")
-    axis.set(xlabel="environment steps", ylabel="success rate", ylim=(-0.05, 1.05), title=title)
+        value = np.convolve(totals, kernel, "same") / np.maximum(np.convolve(episodes, kernel, "same"), 1)
+        axis.plot(steps, value, label=f"seed {seed}")
+    if metric == "success":
+        axis.set(ylabel="success rate", ylim=(-0.05, 1.05))
+    else:
+        axis.set(ylabel="mean episode return")
+    axis.set(xlabel="environment steps", title=title)
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(png_path, dpi=120)
     plt.close(figure)
     return True
+
+
+def _prepare_run(out: Path, meta: dict[str, Any], resume: bool) -> None:
+    """Create run directory ``out`` for ``meta``, or check that ``--resume`` continues the same run."""
+    meta_path = out / "run.json"
+    if meta_path.exists() and not resume:
+        raise ValueError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
+    if resume:
+        if not meta_path.exists():
+            raise ValueError(f"--resume: no run to resume in {out}")
+        stored = json.loads(meta_path.read_text())
+        if stored != meta:
+            raise ValueError(f"--resume: {out} holds a run with different settings: {stored}")
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps(meta, indent=2))
 
 
 def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *, corridor_length: int,
@@ -140,17 +164,8 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
     out = Path(out)
     meta = {"config": dataclasses.asdict(config), "kind": type(config).__name__, "corridor_length": corridor_length,
             "max_episode_steps": max_episode_steps, "seeds": seeds}
-    meta_path, checkpoint, csv_path = out / "run.json", out / "checkpoint.npz", out / "metrics.csv"
-    if meta_path.exists() and not resume:
-        raise ValueError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
-    if resume:
-        if not meta_path.exists():
-            raise ValueError(f"--resume: no run to resume in {out}")
-        stored = json.loads(meta_path.read_text())
-        if stored != meta:
-            raise ValueError(f"--resume: {out} holds a run with different settings: {stored}")
-    out.mkdir(parents=True, exist_ok=True)
-    meta_path.write_text(json.dumps(meta, indent=2))
+    checkpoint, csv_path = out / "checkpoint.npz", out / "metrics.csv"
+    _prepare_run(out, meta, resume)
 
     env = TMazeJax()
     params = tmaze_params(np.full(seeds, corridor_length), max_episode_steps=np.full(seeds, max_episode_steps))
@@ -204,3 +219,66 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
 def _steps_per_update(config: ActorCriticConfig | DQNConfig) -> int:
     """Environment steps per environment in one update."""
     return config.rollout_length if isinstance(config, ActorCriticConfig) else config.steps_per_update
+
+
+def train_gymnasium(config: ActorCriticConfig | DQNConfig, env_id: str, out: str | os.PathLike, *, seed: int = 0,
+                    resume: bool = False, chunks: int = 20, env_kwargs: dict[str, Any] | None = None,
+                    log: Callable[[str], None] = print) -> Path:
+    """Train ``config`` on Gymnasium env ``env_id`` through a host loop, into directory ``out``.
+
+    ``config.num_envs`` copies of the env step in a synchronous vector env while
+    acting and learning stay jitted (:class:`~memgym.agents.host.HostLoop`,
+    :class:`~memgym.agents.host.DQNHostLoop`). Each update appends a row to
+    ``metrics.csv``; ``chunks`` times per run a progress line is printed and
+    ``checkpoint.npz`` written (atomically). ``--resume`` restores the learner
+    (parameters, optimiser, replay, memory carries, update count) and restarts
+    the environments with fresh episodes: a host env's simulator state is not
+    saved. The run ends with ``learning_curve.png`` of the mean episode return.
+    """
+    import gymnasium as gym
+
+    from memgym.agents.host import DQNHostLoop, HostLoop, trainer_for
+
+    out = Path(out)
+    meta = {"config": dataclasses.asdict(config), "kind": type(config).__name__, "env": env_id, "seed": seed,
+            "env_kwargs": env_kwargs or {}}
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as error:
+        raise ValueError(f"--env {env_id!r} is not a registered Gymnasium environment ({error}); "
+                         "`memgym envs` lists memgym's") from None
+    _prepare_run(out, meta, resume)
+    checkpoint, csv_path = out / "checkpoint.npz", out / "metrics.csv"
+    envs = gym.make_vec(spec.id, num_envs=config.num_envs, vectorization_mode="sync",
+                        vector_kwargs=dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP), **(env_kwargs or {}))
+    try:
+        loop_class = DQNHostLoop if isinstance(config, DQNConfig) else HostLoop
+        loop = loop_class(trainer_for(config, envs), envs, seed=seed)
+        done = 0
+        if resume and checkpoint.exists():
+            loop.state, done = load_checkpoint(checkpoint, loop.state)
+            log(f"resuming {out} at update {done} (environments restart with new episodes)")
+        total = config.num_updates
+        per_chunk = max(1, total // chunks)
+        per_update = config.num_envs * _steps_per_update(config)
+        started, start_update = time.perf_counter(), done
+        while done < total:
+            rows, episodes, return_sum = [], 0.0, 0.0
+            for _ in range(min(per_chunk, total - done)):
+                metrics = loop.update()
+                done += 1
+                metrics = {k: np.asarray(v)[None, None] for k, v in metrics.items()}
+                rows += _rows(metrics, [seed], done - 1)
+                episodes += float(metrics["episodes"].sum())
+                return_sum += float(metrics["return_sum"].sum())
+            _append_csv(csv_path, rows)
+            save_checkpoint(checkpoint, loop.state, done)
+            steps_per_s = (done - start_update) * per_update / (time.perf_counter() - started)
+            bar = "#" * (20 * done // total)
+            log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * per_update:,} steps  {steps_per_s:,.0f} steps/s  "
+                f"episodes {int(episodes)}  mean return {return_sum / max(episodes, 1):.3f}")
+    finally:
+        envs.close()
+    if plot_learning_curve(csv_path, out / "learning_curve.png", f"{env_id}, {config.memory}", metric="return"):
+        log(f"wrote {out / 'learning_curve.png'}")
+    return out

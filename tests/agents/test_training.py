@@ -86,3 +86,28 @@ def test_tensorboard_logs_when_installed(tmp_path):
     out = train_tmaze(CONFIG, tmp_path / "tb", corridor_length=3, max_episode_steps=20, seeds=1, chunks=2,
                       log=lambda _: None)
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_cli_train_on_a_gymnasium_env_through_the_host_loop(tmp_path, capsys):
+    pytest.importorskip("popgym")
+
+    out = tmp_path / "popgym"
+    args = ["train", "--agent", "ppo", "--memory", "tiny-gru", "--env", "memgym/popgym-RepeatFirstEasy-v0",
+            "--steps", "256", "--num-envs", "2", "--rollout-length", "32", "--num-minibatches", "2",
+            "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "100.0%" in printed and "mean return" in printed
+    with open(out / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3, 4]
+    assert int(rows[-1]["env_steps"]) == 256
+    assert sum(int(r["episodes"]) for r in rows) >= 4  # RepeatFirst Easy episodes are 52 steps
+    assert (out / "checkpoint.npz").exists() and (out / "learning_curve.png").exists()
+    # Resuming a finished run restores its update count and trains no further.
+    assert main(args + ["--resume"]) == 0
+    assert "resuming" in capsys.readouterr().out
+    with open(out / "metrics.csv") as file:
+        assert len(list(csv.DictReader(file))) == 4
+    assert main(["train", "--env", "memgym/NoSuchEnv-v0", "--out", str(tmp_path / "y")]) == 2
+    assert "not a registered Gymnasium environment" in capsys.readouterr().err

@@ -1,0 +1,104 @@
+"""Observation layouts of host loops and the image encoder in front of the memory (thesis §5.2.2)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memgym.agents.config import ActorCriticConfig, DQNConfig
+from memgym.agents.encoders import ImpalaResNet, ObservationEncoder
+from memgym.agents.host import GymnasiumSpaces, ObservationLayout
+
+IMAGE = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
+PIXEL_SPACE = gym.spaces.Dict(image=IMAGE, target_color=gym.spaces.Box(0.0, 1.0, (3,), np.float32))
+
+
+def test_vector_layout_is_float32_passthrough():
+    layout = ObservationLayout(gym.spaces.Box(-1.0, 1.0, (5,), np.float64))
+    assert (layout.size, layout.dtype, layout.image_shape) == (5, np.float32, None)
+    batch = np.arange(10, dtype=np.float64).reshape(2, 5)
+    np.testing.assert_array_equal(layout.flatten(batch), batch.astype(np.float32))
+    assert layout.flatten(batch).dtype == np.float32
+
+
+def test_pixel_layout_stores_bytes_image_first():
+    layout = ObservationLayout(PIXEL_SPACE)
+    assert layout.image_shape == (16, 16, 3) and layout.dtype == np.uint8 and layout.size == 16 * 16 * 3 + 3
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (4, 16, 16, 3), dtype=np.uint8)
+    color = np.array([[1.0, 0.0, 0.5]] * 4, np.float32)
+    flat = layout.flatten({"image": image, "target_color": color})
+    assert flat.shape == (4, layout.size) and flat.dtype == np.uint8
+    np.testing.assert_array_equal(flat[:, :768].reshape(image.shape), image)
+    np.testing.assert_array_equal(flat[:, 768:], [[255, 0, 128]] * 4)
+    np.testing.assert_array_equal(layout.flatten_one({"image": image[1], "target_color": color[1]}), flat[1])
+    assert layout.space.contains(flat[0])
+
+
+@pytest.mark.parametrize("space, match", [
+    (gym.spaces.Box(0, 1, (2, 2), np.float32), "flat Box"),
+    (gym.spaces.Dict(x=gym.spaces.Box(0, 1, (2,), np.float32)), "'image' part"),
+    (gym.spaces.Dict(image=gym.spaces.Box(0, 1, (4, 4, 3), np.float32)), "uint8 Box"),
+    (gym.spaces.Dict(image=IMAGE, speed=gym.spaces.Box(-2.0, 2.0, (1,), np.float32)), "'speed'"),
+])
+def test_unsupported_observation_spaces_are_named(space, match):
+    with pytest.raises(ValueError, match=match):
+        ObservationLayout(space)
+
+
+def test_host_spaces_need_discrete_actions():
+    with pytest.raises(ValueError, match="Discrete"):
+        GymnasiumSpaces(PIXEL_SPACE, gym.spaces.Box(-1, 1, (2,), np.float32))
+
+
+def test_resnet_downsamples_three_times():
+    encoder = ImpalaResNet()
+    image = jnp.zeros((2, 64, 64, 3))
+    params = encoder.init(jax.random.key(0), image)
+    assert encoder.apply(params, image).shape == (2, 256)
+    # 64 -> 32 -> 16 -> 8 pixels, 32 channels into the dense layer.
+    assert params["params"]["Dense_0"]["kernel"].shape == (8 * 8 * 32, 256)
+
+
+def test_encoder_reads_both_the_image_and_the_vector_part():
+    encoder = ObservationEncoder((16, 16, 3))
+    rng = np.random.default_rng(1)
+    obs = rng.integers(0, 256, (3, 16 * 16 * 3 + 3)).astype(np.uint8)
+    params = encoder.init(jax.random.key(0), obs)
+    out = encoder.apply(params, obs)
+    assert out.shape == (3, 256 + 3) and out.dtype == jnp.float32
+    np.testing.assert_allclose(out[:, 256:], obs[:, -3:] / 255.0, rtol=1e-6)
+    changed = obs.copy()
+    changed[:, :768] = 255 - changed[:, :768]
+    assert not np.allclose(encoder.apply(params, changed)[:, :256], out[:, :256])
+    grads = jax.grad(lambda p: encoder.apply(p, obs).sum())(params)
+    assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
+    assert any(np.abs(g).sum() > 0 for g in jax.tree.leaves(grads))
+
+
+def test_encoder_without_image_only_casts():
+    obs = np.arange(6, dtype=np.float32).reshape(2, 3)
+    encoder = ObservationEncoder()
+    params = encoder.init(jax.random.key(0), obs)
+    assert jax.tree.leaves(params) == []
+    np.testing.assert_array_equal(encoder.apply(params, obs), obs)
+
+
+@pytest.mark.parametrize("config", [
+    ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8),
+    DQNConfig(memory="tiny-gru", num_envs=2, batch_size=8, buffer_size=64, learning_starts=0, total_steps=8),
+])
+def test_trainers_put_the_resnet_in_front_of_the_memory_for_images(config):
+    from memgym.agents.host import trainer_for
+
+    class Spaces:  # the part of a vector env trainer_for reads
+        single_observation_space = PIXEL_SPACE
+        single_action_space = gym.spaces.Discrete(6)
+
+    trainer = trainer_for(config, Spaces())
+    assert trainer.image_shape == (16, 16, 3) and trainer.obs_dtype == np.uint8
+    params = trainer.init_params(jax.random.key(0))
+    assert "resnet" in params["params"]["encoder"]
