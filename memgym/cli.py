@@ -4,7 +4,7 @@
     memgym play tmaze --corridor-length 10       play T-Maze in the terminal
     memgym demo --corridor-length 20             scripted vs random policy on T-Maze
     memgym train --agent a2c --memory arelit     train an agent (T-Maze or any Gymnasium env)
-    memgym leaderboard run|report|check|list     the success-by-corridor-length leaderboard
+    memgym leaderboard run|show|report|check|list  the success-by-corridor-length leaderboard
 """
 
 from __future__ import annotations
@@ -214,6 +214,13 @@ def _steps(text: str) -> int:
     return int(value)
 
 
+def _board_text(results: str) -> str:
+    from memgym.leaderboard import report
+    from memgym.leaderboard.store import ResultsStore
+
+    return report.markdown(report.build_board(ResultsStore(results)))
+
+
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     from memgym.leaderboard import report, runner
 
@@ -221,11 +228,19 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
         args.preset, corridor_lengths=args.corridor_lengths, seeds=args.seeds, total_steps=args.steps,
         eval_episodes=args.eval_episodes,
     )
+    backend = None
+    if args.backend == "ray":
+        from memgym.leaderboard.ray_backend import RayBackend
+
+        backend = RayBackend(address=args.address, num_cpus=args.cpus_per_task, num_gpus=args.gpus_per_task)
+    elif args.address is not None:
+        raise ValueError("--address applies to --backend ray only")
     print(f"memgym leaderboard: preset {budget.name}, corridor lengths {list(budget.corridor_lengths)}, "
           f"{budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {args.results}", flush=True)
-    runner.run(args.agent, budget, args.results, log=lambda line: print(line, flush=True))
+    runner.run(args.agent, budget, args.results, log=lambda line: print(line, flush=True),
+               cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend)
     written = report.write_report(args.results)
-    print((Path(written["markdown"])).read_text())
+    print(_board_text(args.results))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0
 
@@ -234,8 +249,15 @@ def cmd_leaderboard_report(args: argparse.Namespace) -> int:
     from memgym.leaderboard import report
 
     written = report.write_report(args.results, args.out)
-    print(Path(written["markdown"]).read_text())
+    print(_board_text(args.results))
     print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def cmd_leaderboard_show(args: argparse.Namespace) -> int:
+    if not Path(args.results).is_dir():
+        raise ValueError(f"--results {args.results!r} is not a directory; run `memgym leaderboard run` first")
+    print(_board_text(args.results))
     return 0
 
 
@@ -380,10 +402,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=_positive_int, default=None)
     run.add_argument("--steps", type=_steps, default=None, help="training steps per cell, e.g. 1e6")
     run.add_argument("--eval-episodes", type=_positive_int, default=None)
+    run.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                     help="wall-clock limit per cell; a slower cell is recorded as failed")
+    run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
+    run.add_argument("--backend", choices=["local", "ray"], default="local",
+                     help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
+    run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    run.add_argument("--cpus-per-task", type=float, default=1.0, help="Ray: CPUs reserved per task")
+    run.add_argument("--gpus-per-task", type=float, default=0.0, help="Ray: GPUs reserved per task")
     run.set_defaults(func=cmd_leaderboard_run)
-    rep = board_sub.add_parser("report", help="rebuild board.md / board.json / board.png from stored results")
+    show = board_sub.add_parser("show", help="print the ranked table of stored results")
+    show.add_argument("--results", default="leaderboard-results")
+    show.set_defaults(func=cmd_leaderboard_show)
+    rep = board_sub.add_parser("report", help="write LEADERBOARD.md, index.html, board.json and plots")
     rep.add_argument("--results", default="leaderboard-results")
-    rep.add_argument("--out", default=None, help="output directory (default: the results directory)")
+    rep.add_argument("--out", default="docs/leaderboard", help="output directory (default: docs/leaderboard)")
     rep.set_defaults(func=cmd_leaderboard_report)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")

@@ -67,7 +67,8 @@ def _check_jax(agent: Any, corridor_length: int, budget: int | None) -> list[Che
     from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState
 
     env = ScoredEnv(TMazeJax())
-    params = ScoredParams(tmaze_params(corridor_length, max_episode_steps=50), jnp.zeros((), jnp.int32))
+    params = ScoredParams(tmaze_params(corridor_length, max_episode_steps=50), jnp.zeros((), jnp.int32),
+                          jnp.ones((), jnp.int32))
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
     state: dict[str, Any] = {}

@@ -1,11 +1,24 @@
 """Run a leaderboard: every (agent, corridor length, seed) cell, scored by the harness, stored once.
 
-For a JAX-tier agent all missing seeds of one corridor length train in one
-``jax.jit(jax.vmap(train))`` call on a :class:`~memgym.leaderboard.scoring.ScoredEnv`,
-then play the evaluation episodes in one more. An any-framework agent trains
-cell by cell on a Gymnasium vector env of T-Mazes that the harness steps itself.
-Finished cells go to the :class:`~memgym.leaderboard.store.ResultsStore` as soon
-as they exist, so an interrupted run resumes where it stopped.
+The run is planned as :class:`Task` s. For a JAX-tier agent all missing seeds of
+one corridor length are one task: they train in one ``jax.jit(jax.vmap(train))``
+call on a :class:`~memgym.leaderboard.scoring.ScoredEnv`, then play the
+evaluation episodes in one more. An any-framework agent's task is one seed,
+trained on a Gymnasium vector env of T-Mazes that the harness steps itself.
+:func:`execute` runs a task and returns one record per cell; a backend
+(:class:`LocalBackend` here, :class:`~memgym.leaderboard.ray_backend.RayBackend`
+on a cluster) runs many, and the driver alone writes the finished records to the
+:class:`~memgym.leaderboard.store.ResultsStore`, so an interrupted run (Ctrl-C,
+``kill -9``) loses only the tasks in flight and resumes where it stopped.
+
+**Failures are results.** An agent that raises, returns NaN parameters, emits
+invalid actions or exceeds the wall-clock limit per cell (``cell_timeout``)
+gets its cells recorded with ``status: "failed"`` and the reason, and the run
+goes on with the other cells; a rerun retries them (the failed record is kept).
+An any-framework agent is stopped when its time is up (checked every step, and
+by ``SIGALRM`` when running in the main thread, which interrupts a hung
+``act``); a compiled JAX call cannot be pre-empted, so a JAX task that took
+longer than ``cell_timeout`` per cell is recorded as failed when it returns.
 
 Evaluation episodes use fixed reset seeds derived from the corridor length only
 (:func:`evaluation_keys`), so every agent faces the same evaluation mazes.
@@ -13,16 +26,25 @@ Evaluation episodes use fixed reset seeds derived from the corridor length only
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from memgym.envs import tmaze
-from memgym.leaderboard.protocol import AgentContext, agent_id, load_factory, tier
+from memgym.leaderboard.protocol import AgentContext, agent_id, entry_points, load_factory, tier
+from memgym.leaderboard.scoring import CURVE_POINTS
 from memgym.leaderboard.store import ResultsStore, provenance
 
 EVALUATION_SEED = 2_000_003
@@ -103,20 +125,58 @@ def tmaze_spaces() -> tuple[gym.Space, gym.Space]:
     return env.observation_space, env.action_space
 
 
-def _record(spec: str, kind: str, budget: Preset, length: int, seed: int, train: dict, evaluation: dict,
-            seconds: float) -> dict[str, Any]:
-    window = train["window_successes"] / train["window_episodes"] if train["window_episodes"] else 0.0
-    return {
-        "agent": spec,
-        "tier": kind,
-        "corridor_length": length,
+class CellFailure(Exception):
+    """The agent broke a rule of the harness (invalid actions, NaN, too slow); the cell is recorded as failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One unit of work: one agent's cells at one corridor length (``seeds``: one for the any tier)."""
+
+    spec: str
+    kind: str  # "jax" | "any"
+    corridor_length: int
+    seeds: tuple[int, ...]
+
+
+def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
+    """Which code the agent is: its spec, package version, a hash of its module's source, its config."""
+    info: dict[str, Any] = {"spec": spec, "factory": f"{getattr(factory, '__module__', '?')}:"
+                                                     f"{getattr(factory, '__qualname__', '?')}"}
+    entry = entry_points().get(spec)
+    if entry is not None and entry.dist is not None:
+        info["package"] = f"{entry.dist.name} {entry.dist.version}"
+    module = sys.modules.get(getattr(factory, "__module__", ""), None)
+    try:
+        info["code_sha256"] = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+    except (TypeError, OSError):
+        pass
+    config = getattr(agent, "config", None)
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        info["config"] = dataclasses.asdict(config)
+    return info
+
+
+def _record(task: Task, budget: Preset, seed: int, agent: dict[str, Any], seconds: float, *,
+            train: dict | None = None, evaluation: dict | None = None, reason: str | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "agent": task.spec,
+        "agent_info": agent,
+        "tier": task.kind,
+        "corridor_length": task.corridor_length,
         "seed": seed,
         "preset": dataclasses.asdict(budget),
-        "train": dict(train, success_rate=window),
-        "eval": evaluation,
+        "status": "ok" if reason is None else "failed",
         "wall_time_s": seconds,
         "provenance": provenance(),
     }
+    if reason is not None:
+        record["reason"] = reason
+    else:
+        window = train["window_successes"] / train["window_episodes"] if train["window_episodes"] else 0.0
+        record["train"] = dict(train, success_rate=window)
+        record["eval"] = evaluation
+    return record
 
 
 class JaxCells:
@@ -145,35 +205,42 @@ class JaxCells:
             )
         )
 
-    def run(self, spec: str, length: int, seeds: Sequence[int]) -> list[dict]:
-        """Train and evaluate every seed of one corridor length (one call each, vmapped over seeds)."""
+    def run(self, length: int, seeds: Sequence[int]) -> list[tuple[dict, dict] | str]:
+        """Train and evaluate every seed of one corridor length (one call each, vmapped over seeds).
+
+        Returns per seed ``(train counters, evaluation)`` or the reason the cell failed.
+        """
         import jax
         import jax.numpy as jnp
 
         from memgym.envs.tmaze_jax import tmaze_params
-        from memgym.leaderboard.scoring import ScoredParams, counters
+        from memgym.leaderboard.scoring import counters, scored_params
 
         budget = self.budget
-        started = time.perf_counter()
         inner = tmaze_params(length, max_episode_steps=budget.max_episode_steps)
-        window_start = max(0, (budget.total_steps - budget.train_window) // int(self.agent.num_envs))
-        params = ScoredParams(inner, jnp.asarray(window_start, jnp.int32))
+        params = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs))
         keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), length) for seed in seeds])
         policy_params, env_state = self.train(keys, params)
         evaluated = self.evaluate(policy_params, inner, evaluation_keys(length, budget.eval_episodes))
         success, returns, lengths = (np.asarray(x) for x in evaluated)
-        seconds = (time.perf_counter() - started) / len(seeds)
-        records = []
-        for i, seed in enumerate(seeds):
-            evaluation = {
-                "episodes": int(budget.eval_episodes),
-                "success_rate": float(success[i].mean()),
-                "mean_return": float(returns[i].mean()),
-                "mean_length": float(lengths[i].mean()),
-            }
+        out: list[tuple[dict, dict] | str] = []
+        for i in range(len(seeds)):
             train = counters(jax.tree.map(lambda x: x[i], env_state))
-            records.append(_record(spec, "jax", budget, length, seed, train, evaluation, seconds))
-        return records
+            finite = all(np.isfinite(np.asarray(leaf[i])).all() for leaf in jax.tree.leaves(policy_params)
+                         if np.issubdtype(np.asarray(leaf).dtype, np.inexact))
+            if not finite:
+                out.append("the trained policy parameters contain NaN or infinite values")
+            elif train["invalid_actions"]:
+                out.append(f"the agent emitted {train['invalid_actions']} invalid actions during training "
+                           f"(the action space is Discrete(4))")
+            else:
+                out.append((train, {
+                    "episodes": int(budget.eval_episodes),
+                    "success_rate": float(success[i].mean()),
+                    "mean_return": float(returns[i].mean()),
+                    "mean_length": float(lengths[i].mean()),
+                }))
+        return out
 
 
 def _vector_env(length: int, num_envs: int, max_episode_steps: int) -> gym.vector.VectorEnv:
@@ -183,39 +250,76 @@ def _vector_env(length: int, num_envs: int, max_episode_steps: int) -> gym.vecto
     )
 
 
-def run_any_cell(factory: Callable, spec: str, budget: Preset, length: int, seed: int, num_envs: int = 8) -> dict:
+def _checked_actions(actions: Any, num_envs: int, deadline: float) -> np.ndarray:
+    """The agent's actions as an int array, or :class:`CellFailure` saying what is wrong with them."""
+    if time.perf_counter() > deadline:
+        raise CellFailure("exceeded the wall-clock limit per cell")
+    actions = np.asarray(actions)
+    if actions.shape != (num_envs,):
+        raise CellFailure(f"act returned actions of shape {actions.shape}; expected ({num_envs},)")
+    if not np.issubdtype(actions.dtype, np.number) or not np.all(np.isfinite(actions)):
+        raise CellFailure(f"act returned non-numeric or NaN actions: {actions.tolist()}")
+    if np.any(actions != np.round(actions)) or np.any((actions < 0) | (actions > 3)):
+        raise CellFailure(f"act returned invalid actions {actions.tolist()}; the action space is Discrete(4)")
+    return actions.astype(np.int64)
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise CellFailure("exceeded the wall-clock limit per cell")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_any_cell(agent: Any, budget: Preset, length: int, seed: int, num_envs: int = 8,
+                 deadline: float = math.inf) -> tuple[dict, dict]:
     """Train an any-framework agent on a vector env the harness steps and counts, then evaluate it."""
-    started = time.perf_counter()
-    observation_space, action_space = tmaze_spaces()
-    agent = factory(AgentContext(observation_space, action_space, num_envs, seed, budget.total_steps))
     envs = _vector_env(length, num_envs, budget.max_episode_steps)
     obs, _ = envs.reset(seed=seed)
     begin = np.ones(num_envs, bool)
-    totals = dict(steps=0, episodes=0, successes=0, window_episodes=0, window_successes=0)
+    totals = dict(steps=0, episodes=0, successes=0, window_episodes=0, window_successes=0, invalid_actions=0)
+    curve = np.zeros((CURVE_POINTS, 2), np.int64)
     window_start = budget.total_steps - budget.train_window
-    for _ in range(budget.total_steps // num_envs):
-        action = np.asarray(agent.act(obs, begin))
-        next_obs, reward, terminated, truncated, info = envs.step(action)
-        done = terminated | truncated
-        final_obs, success = next_obs.copy(), np.zeros(num_envs, bool)
-        for i in np.flatnonzero(done):  # episode ends only (SAME_STEP autoreset put the new first obs in next_obs)
-            final_obs[i] = info["final_obs"][i]
-            success[i] = bool(info["final_info"]["success"][i])
-        agent.observe(action, reward, final_obs, terminated, truncated)
-        in_window = totals["steps"] >= window_start
-        totals["steps"] += num_envs
-        totals["episodes"] += int(done.sum())
-        totals["successes"] += int(success.sum())
-        if in_window:
-            totals["window_episodes"] += int(done.sum())
-            totals["window_successes"] += int(success.sum())
-        obs, begin = next_obs, done
-    envs.close()
-    evaluation = evaluate_any(agent, length, budget, num_envs)
-    return _record(spec, "any", budget, length, seed, totals, evaluation, time.perf_counter() - started)
+    steps_per_point = -(-budget.total_steps // CURVE_POINTS)
+    try:
+        for _ in range(budget.total_steps // num_envs):
+            action = _checked_actions(agent.act(obs, begin), num_envs, deadline)
+            next_obs, reward, terminated, truncated, info = envs.step(action)
+            done = terminated | truncated
+            final_obs, success = next_obs.copy(), np.zeros(num_envs, bool)
+            for i in np.flatnonzero(done):  # episode ends only (SAME_STEP autoreset put the new first obs in next_obs)
+                final_obs[i] = info["final_obs"][i]
+                success[i] = bool(info["final_info"]["success"][i])
+            agent.observe(action, reward, final_obs, terminated, truncated)
+            in_window = totals["steps"] >= window_start
+            curve[min(totals["steps"] // steps_per_point, CURVE_POINTS - 1)] += (int(done.sum()), int(success.sum()))
+            totals["steps"] += num_envs
+            totals["episodes"] += int(done.sum())
+            totals["successes"] += int(success.sum())
+            if in_window:
+                totals["window_episodes"] += int(done.sum())
+                totals["window_successes"] += int(success.sum())
+            obs, begin = next_obs, done
+    finally:
+        envs.close()
+    totals["curve"] = curve.tolist()
+    return totals, evaluate_any(agent, length, budget, num_envs, deadline)
 
 
-def evaluate_any(agent: Any, length: int, budget: Preset, num_envs: int) -> dict[str, Any]:
+def evaluate_any(agent: Any, length: int, budget: Preset, num_envs: int,
+                 deadline: float = math.inf) -> dict[str, Any]:
     """``eval_episodes`` episodes on fixed seeds, ``num_envs`` at a time; only first episodes count."""
     outcomes: list[tuple[bool, float, int]] = []
     base = EVALUATION_SEED + 1000 * length
@@ -227,17 +331,20 @@ def evaluate_any(agent: Any, length: int, budget: Preset, num_envs: int) -> dict
         success = np.zeros(num_envs, bool)
         returns = np.zeros(num_envs)
         steps = np.zeros(num_envs, int)
-        while not finished.all():
-            obs, reward, terminated, truncated, info = envs.step(np.asarray(agent.act(obs, begin)))
-            done = terminated | truncated
-            live = ~finished
-            returns += np.where(live, reward, 0.0)
-            steps += live
-            for i in np.flatnonzero(done & live):
-                success[i] = bool(info["final_info"]["success"][i])
-            finished |= done
-            begin = done
-        envs.close()
+        try:
+            while not finished.all():
+                action = _checked_actions(agent.act(obs, begin), num_envs, deadline)
+                obs, reward, terminated, truncated, info = envs.step(action)
+                done = terminated | truncated
+                live = ~finished
+                returns += np.where(live, reward, 0.0)
+                steps += live
+                for i in np.flatnonzero(done & live):
+                    success[i] = bool(info["final_info"]["success"][i])
+                finished |= done
+                begin = done
+        finally:
+            envs.close()
         outcomes += list(zip(success.tolist(), returns.tolist(), steps.tolist()))
     outcomes = outcomes[: budget.eval_episodes]
     return {
@@ -248,41 +355,218 @@ def evaluate_any(agent: Any, length: int, budget: Preset, num_envs: int) -> dict
     }
 
 
-def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[str], None] = print) -> ResultsStore:
-    """Fill every missing cell of ``agents`` × ``budget`` into the store at ``results``."""
-    store = ResultsStore(results)
+def _reason(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")[:500]
+
+
+def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
+            compiled: dict[str, JaxCells] | None = None) -> list[dict[str, Any]]:
+    """Run ``task``; one record per seed. The agent's faults become failed records, never exceptions.
+
+    ``compiled`` caches a JAX-tier agent's :class:`JaxCells` across tasks (one compilation per agent).
+    """
+    started = time.perf_counter()
+    limit = None if cell_timeout is None else float(cell_timeout) * len(task.seeds)
     observation_space, action_space = tmaze_spaces()
+    agent_info: dict[str, Any] = {"spec": task.spec}
+
+    def failed(reason: str, seeds: Sequence[int]) -> list[dict[str, Any]]:
+        seconds = (time.perf_counter() - started) / max(len(task.seeds), 1)
+        return [_record(task, budget, seed, agent_info, seconds, reason=reason) for seed in seeds]
+
+    try:
+        factory = load_factory(task.spec)
+        if task.kind == "jax":
+            context = AgentContext(observation_space, action_space, 8, 0, budget.total_steps)
+            agent = factory(context)
+            agent_info = describe_agent(task.spec, factory, agent)
+            cells = (compiled or {}).get(task.spec)
+            if cells is None:
+                cells = JaxCells(agent, budget)
+                if compiled is not None:
+                    compiled[task.spec] = cells
+            outcomes = cells.run(task.corridor_length, task.seeds)
+            seconds = (time.perf_counter() - started) / len(task.seeds)
+            if limit is not None and seconds * len(task.seeds) > limit:
+                return failed(f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)",
+                              task.seeds)
+            return [_record(task, budget, seed, agent_info, seconds, train=o[0], evaluation=o[1])
+                    if isinstance(o, tuple) else _record(task, budget, seed, agent_info, seconds, reason=o)
+                    for seed, o in zip(task.seeds, outcomes)]
+        records = []
+        for seed in task.seeds:
+            cell_started = time.perf_counter()
+            try:
+                agent = factory(AgentContext(observation_space, action_space, 8, seed, budget.total_steps))
+                agent_info = describe_agent(task.spec, factory, agent)
+                deadline = math.inf if cell_timeout is None else cell_started + float(cell_timeout)
+                with _alarm(cell_timeout):
+                    train, evaluation = run_any_cell(agent, budget, task.corridor_length, seed, deadline=deadline)
+                records.append(_record(task, budget, seed, agent_info, time.perf_counter() - cell_started,
+                                       train=train, evaluation=evaluation))
+            except Exception as error:  # noqa: BLE001 - the agent's fault is this cell's result
+                records.append(_record(task, budget, seed, agent_info, time.perf_counter() - cell_started,
+                                       reason=_reason(error)))
+        return records
+    except Exception as error:  # noqa: BLE001
+        return failed(_reason(error), task.seeds)
+
+
+def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, repeat: bool = False) -> list[Task]:
+    """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result in ``store``.
+
+    Every agent is loaded and built first, so a bad submission (unimportable, wrong
+    type) raises ``ValueError`` before anything runs or is written. ``repeat``
+    plans finished cells again (their new results are stored as repeats).
+    """
+    if not agents:
+        raise ValueError("name at least one agent (--agent)")
+    observation_space, action_space = tmaze_spaces()
+    kinds: dict[str, tuple[str, dict]] = {}
+    for spec in agents:
+        factory = load_factory(spec)
+        try:
+            agent = factory(AgentContext(observation_space, action_space, 8, 0, budget.total_steps))
+        except Exception as error:  # noqa: BLE001
+            raise ValueError(f"agent {spec!r}: its factory raised {_reason(error)}") from error
+        try:
+            kinds[spec] = (tier(agent), describe_agent(spec, factory, agent).get("config"))
+        except TypeError as error:
+            raise ValueError(f"agent {spec!r}: the factory returned {type(agent).__name__}, which {error}") from None
+    tasks = []
     for spec in agents:
         name = agent_id(spec)
-        factory = load_factory(spec)
-        context = AgentContext(observation_space, action_space, 8, 0, budget.total_steps)
-        kind = tier(factory(context))
-        cells = JaxCells(factory(context), budget) if kind == "jax" else None
+        kind, config = kinds[spec]
         for length in budget.corridor_lengths:
-            stored = [s for s in range(budget.seeds) if store.has(name, length, s)]
-            for seed in stored:
-                kept = store.read(name, length, seed)["preset"]
-                if kept != dataclasses.asdict(budget) | {"corridor_lengths": kept["corridor_lengths"]}:
-                    raise ValueError(
-                        f"{store.path(name, length, seed)} was produced with a different budget ({kept}); "
-                        f"use another --results directory for this budget ({dataclasses.asdict(budget)})"
-                    )
-            missing = [s for s in range(budget.seeds) if s not in stored]
-            if not missing:
+            missing = []
+            for seed in range(budget.seeds):
+                done = store.finished(name, length, seed)
+                if done is not None:
+                    kept = done["preset"]
+                    if kept != dataclasses.asdict(budget) | {"corridor_lengths": kept["corridor_lengths"]}:
+                        raise ValueError(
+                            f"{done['path']} was produced with a different budget ({kept}); use another "
+                            f"--results directory for this budget ({dataclasses.asdict(budget)})"
+                        )
+                    if done.get("agent_info", {}).get("config") != json.loads(json.dumps(config)):
+                        raise ValueError(
+                            f"{done['path']} was produced by {spec!r} with a different config; use another "
+                            f"--results directory (or agent name) for this configuration"
+                        )
+                if done is None or repeat:
+                    missing.append(seed)
+            if kind == "jax" and missing:
+                tasks.append(Task(spec, kind, length, tuple(missing)))
+            tasks += [Task(spec, kind, length, (seed,)) for seed in missing if kind == "any"]
+    return tasks
+
+
+class LocalBackend:
+    """Runs tasks one after another in this process (JAX-tier agents compile once each)."""
+
+    def map(self, tasks: Sequence[Task], budget: Preset, cell_timeout: float | None,
+            started: Callable[[Task], None] = lambda task: None) -> Iterator[tuple[Task, list[dict]]]:
+        compiled: dict[str, JaxCells] = {}
+        for task in tasks:
+            started(task)
+            yield task, execute(task, budget, cell_timeout, compiled)
+
+
+class Progress:
+    """Cells done / total, environment steps per second and ETA: a rich bar on a terminal, lines otherwise."""
+
+    def __init__(self, total_cells: int, steps_per_cell: int, log: Callable[[str], None]):
+        self.total, self.steps_per_cell, self.log = total_cells, steps_per_cell, log
+        self.done = self.failed = 0
+        self.started = time.perf_counter()
+        self._bar = None
+        if log is print and sys.stdout.isatty():
+            try:
+                from rich import progress as rich_progress
+            except ImportError:
+                rich_progress = None
+            if rich_progress is not None:
+                self._bar = rich_progress.Progress(
+                    rich_progress.TextColumn("cells"), rich_progress.BarColumn(), rich_progress.MofNCompleteColumn(),
+                    rich_progress.TextColumn("{task.fields[rate]}"), rich_progress.TimeElapsedColumn(),
+                    rich_progress.TextColumn("ETA"), rich_progress.TimeRemainingColumn(),
+                )
+                self._task = self._bar.add_task("cells", total=total_cells, rate="")
+                self._bar.start()
+
+    def message(self, line: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(line)
+        else:
+            self.log(line)
+
+    def advance(self, task: Task, records: list[dict]) -> None:
+        self.done += len(records)
+        failed = [r for r in records if r["status"] != "ok"]
+        self.failed += len(failed)
+        elapsed = time.perf_counter() - self.started
+        rate = self.done * self.steps_per_cell / max(elapsed, 1e-9)
+        eta = elapsed / self.done * (self.total - self.done) if self.done else math.inf
+        ok = [r for r in records if r["status"] == "ok"]
+        seeds = [r["seed"] for r in records]
+        summary = ""
+        if ok:
+            summary = (f"train success {np.mean([r['train']['success_rate'] for r in ok]):.2f}, "
+                       f"eval success {np.mean([r['eval']['success_rate'] for r in ok]):.2f}")
+        for r in failed:
+            summary += f"{'; ' if summary else ''}seed {r['seed']} FAILED: {r['reason']}"
+        self.message(f"[{task.spec}] L={task.corridor_length} seeds {seeds}: {summary}")
+        status = (f"cells {self.done}/{self.total} ({100 * self.done / max(self.total, 1):.0f}%)"
+                  f"{f', {self.failed} failed' if self.failed else ''} | {rate:,.0f} steps/s | "
+                  f"elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, rate=f"{rate:,.0f} steps/s")
+        else:
+            self.log(status)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[str], None] = print,
+        cell_timeout: float | None = None, repeat: bool = False, backend: Any = None) -> ResultsStore:
+    """Fill every missing cell of ``agents`` × ``budget`` into the store at ``results``.
+
+    ``backend`` runs the tasks (default :class:`LocalBackend`); whatever it is, this
+    process alone writes the store, a task's records as soon as it finishes.
+    """
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise ValueError(f"cell_timeout must be a positive number of seconds, got cell_timeout={cell_timeout!r}")
+    store = ResultsStore(results)
+    tasks = plan(agents, budget, store, repeat=repeat)
+    for spec in agents:
+        for length in budget.corridor_lengths:
+            if not any(t.spec == spec and t.corridor_length == length for t in tasks):
                 log(f"[{spec}] L={length}: all {budget.seeds} seeds stored, skipping")
-                continue
-            log(f"[{spec}] L={length}: training seeds {missing} for {budget.total_steps:,} steps ({kind} tier) ...")
-            started = time.perf_counter()
-            if kind == "jax":
-                records = cells.run(spec, length, missing)
-            else:
-                records = [run_any_cell(factory, spec, budget, length, seed) for seed in missing]
+    if not tasks:
+        return store
+    backend = backend or LocalBackend()
+    progress = Progress(sum(len(t.seeds) for t in tasks), budget.total_steps, log)
+
+    def started(task: Task) -> None:
+        progress.message(f"[{task.spec}] L={task.corridor_length}: training seeds {list(task.seeds)} for "
+                         f"{budget.total_steps:,} steps ({task.kind} tier) ...")
+
+    try:
+        for task, records in backend.map(tasks, budget, cell_timeout, started):
             for record in records:
-                store.write(name, length, record["seed"], record)
-            elapsed = time.perf_counter() - started
-            train = np.mean([r["train"]["success_rate"] for r in records])
-            evaluation = np.mean([r["eval"]["success_rate"] for r in records])
-            steps_per_s = budget.total_steps * len(records) / elapsed
-            log(f"[{spec}] L={length}: done in {elapsed:.0f}s ({steps_per_s:,.0f} steps/s); "
-                f"train success {train:.2f}, eval success {evaluation:.2f}")
+                store.write(agent_id(task.spec), task.corridor_length, record["seed"], record)
+            progress.advance(task, records)
+    finally:
+        progress.close()
     return store

@@ -8,7 +8,11 @@ training steps (§5.1.2) — needs to know which episodes end inside that window
 each environment counts its own steps, and episodes that end once an
 environment has taken ``window_start`` steps are in the window
 (``window_start = (total_steps − window) / num_envs`` for agents that step
-their environments in lockstep).
+their environments in lockstep). For the learning curve, episode and success
+counts are also binned by each environment's step count into
+:data:`CURVE_POINTS` equal bins of ``curve_step`` steps; and actions outside
+the action space (out of range, fractional or NaN) are counted, so the harness
+can fail a cell whose agent emits invalid actions.
 
 :func:`evaluate_jax` plays ``N`` evaluation episodes with a JAX-tier policy on
 fixed reset keys (the same for every agent), one episode per stream, all in one
@@ -28,12 +32,17 @@ import numpy as np
 from memgym.envs.functional import FunctionalEnv
 
 
+CURVE_POINTS = 20  # learning-curve bins per training run
+
+
 @dataclasses.dataclass(frozen=True)
 class ScoredParams:
-    """Inner params plus ``window_start``: the per-environment step from which episodes are scored."""
+    """Inner params, ``window_start`` (the per-environment step from which episodes are scored)
+    and ``curve_step`` (per-environment steps per learning-curve bin)."""
 
     inner: Any
     window_start: jax.Array
+    curve_step: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,14 +55,24 @@ class ScoredState:
     successes: jax.Array
     window_episodes: jax.Array
     window_successes: jax.Array
+    invalid_actions: jax.Array
+    curve_episodes: jax.Array  # [CURVE_POINTS]
+    curve_successes: jax.Array  # [CURVE_POINTS]
 
 
-jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start"], meta_fields=[])
+COUNTERS = ("steps", "episodes", "successes", "window_episodes", "window_successes", "invalid_actions")
+jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start", "curve_step"], meta_fields=[])
 jax.tree_util.register_dataclass(
-    ScoredState,
-    data_fields=["inner", "steps", "episodes", "successes", "window_episodes", "window_successes"],
-    meta_fields=[],
+    ScoredState, data_fields=["inner", *COUNTERS, "curve_episodes", "curve_successes"], meta_fields=[]
 )
+
+
+def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int) -> ScoredParams:
+    """Params for a run of ``total_steps`` over ``num_envs`` lockstep environments."""
+    per_env = max(1, total_steps // num_envs)
+    window_start = max(0, (total_steps - train_window) // num_envs)
+    return ScoredParams(inner, jnp.asarray(window_start, jnp.int32),
+                        jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32))
 
 
 class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
@@ -64,7 +83,8 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
         self.render_modes = inner.render_modes
 
     def default_params(self, **overrides: Any) -> ScoredParams:
-        return ScoredParams(self.inner.default_params(**overrides), jnp.zeros((), jnp.int32))
+        return ScoredParams(self.inner.default_params(**overrides), jnp.zeros((), jnp.int32),
+                            jnp.ones((), jnp.int32))
 
     def observation_space(self, params: ScoredParams) -> gym.Space:
         return self.inner.observation_space(params.inner)
@@ -74,14 +94,17 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
 
     def reset(self, key: jax.Array, params: ScoredParams) -> tuple[jax.Array, ScoredState]:
         obs, inner = self.inner.reset(key, params.inner)
-        zero = jnp.zeros((), jnp.int32)
-        return obs, ScoredState(inner, zero, zero, zero, zero, zero)
+        zero, bins = jnp.zeros((), jnp.int32), jnp.zeros(CURVE_POINTS, jnp.int32)
+        return obs, ScoredState(inner, zero, zero, zero, zero, zero, zero, bins, bins)
 
     def step_env(self, key, state: ScoredState, action, params: ScoredParams):
         obs, inner, reward, terminated, truncated, info = self.inner.step_env(key, state.inner, action, params.inner)
         done = jnp.logical_or(terminated, truncated)
         success = jnp.logical_and(done, info["success"])
         in_window = state.steps >= params.window_start
+        n = self.inner.action_space(params.inner).n
+        valid = (action >= 0) & (action < n) & (action == jnp.floor(action))  # NaN fails every comparison
+        point = jnp.minimum(state.steps // params.curve_step, CURVE_POINTS - 1)
         counters = ScoredState(
             inner=inner,
             steps=state.steps + 1,
@@ -89,6 +112,9 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
             successes=state.successes + success,
             window_episodes=state.window_episodes + (done & in_window),
             window_successes=state.window_successes + (success & in_window),
+            invalid_actions=state.invalid_actions + ~valid,
+            curve_episodes=state.curve_episodes.at[point].add(done.astype(jnp.int32)),
+            curve_successes=state.curve_successes.at[point].add(success.astype(jnp.int32)),
         )
         return obs, counters, reward, terminated, truncated, info
 
@@ -104,17 +130,19 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
         return obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
 
 
-def counters(state: ScoredState) -> dict[str, int]:
-    """Counters summed over every environment in a (batched) :class:`ScoredState`."""
+def counters(state: ScoredState) -> dict[str, Any]:
+    """Counters summed over every environment in a (batched) :class:`ScoredState`, plus the learning curve
+    (``curve``: per bin, ``[episodes, successes]``)."""
     if not isinstance(state, ScoredState):
         raise TypeError(
             f"train must return the final state of the environment it was given (a ScoredState), "
             f"got {type(state).__name__}"
         )
-    return {
-        name: int(np.asarray(getattr(state, name)).sum())
-        for name in ("steps", "episodes", "successes", "window_episodes", "window_successes")
-    }
+    totals: dict[str, Any] = {name: int(np.asarray(getattr(state, name)).sum()) for name in COUNTERS}
+    episodes = np.asarray(state.curve_episodes).reshape(-1, CURVE_POINTS).sum(0)
+    successes = np.asarray(state.curve_successes).reshape(-1, CURVE_POINTS).sum(0)
+    totals["curve"] = [[int(e), int(s)] for e, s in zip(episodes, successes)]
+    return totals
 
 
 def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, keys: jax.Array, max_steps: int):

@@ -14,6 +14,7 @@ from memgym.leaderboard import report, runner
 from memgym.leaderboard.check import check_agent
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters
+from memgym.leaderboard.store import ResultsStore
 
 TINY = dict(corridor_lengths=(2, 3), seeds=2, total_steps=4096, train_window=1024, eval_episodes=8,
             max_episode_steps=20)
@@ -21,19 +22,24 @@ TINY = dict(corridor_lengths=(2, 3), seeds=2, total_steps=4096, train_window=102
 
 def test_scored_env_counts_what_the_env_reports():
     env = ScoredEnv(TMazeJax())
-    params = ScoredParams(tmaze_params(3, max_episode_steps=10), jnp.asarray(20, jnp.int32))
+    params = ScoredParams(tmaze_params(3, max_episode_steps=10), jnp.asarray(20, jnp.int32), jnp.asarray(6, jnp.int32))
     obs, state = env.reset(jax.random.key(0), params)
     rng = np.random.default_rng(0)
     episodes = successes = window_episodes = 0
+    curve = np.zeros((20, 2), int)
     step = jax.jit(env.step)
     for t in range(60):
-        obs, state, _, _, _, info = step(jax.random.key(t + 1), state, jnp.asarray(rng.integers(4)), params)
+        action = rng.integers(4) if t != 7 else 9  # one invalid action
+        obs, state, _, _, _, info = step(jax.random.key(t + 1), state, jnp.asarray(action), params)
         episodes += bool(info["done"])
         successes += bool(info["done"] & info["success"])
         window_episodes += bool(info["done"]) and t >= 20
+        curve[t // 6] += (bool(info["done"]), bool(info["done"] & info["success"]))
     got = counters(state)
     assert got["steps"] == 60 and got["episodes"] == episodes > 0
     assert got["successes"] == successes and got["window_episodes"] == window_episodes
+    assert got["invalid_actions"] == 1
+    assert got["curve"] == curve.tolist()
 
 
 def test_load_factory_errors_and_tiers():
@@ -57,10 +63,13 @@ def test_run_scores_stores_and_resumes(tmp_path, spec):
     records = list(store.records())
     assert sorted((r["corridor_length"], r["seed"]) for r in records) == [(2, 0), (2, 1), (3, 0), (3, 1)]
     for r in records:
+        assert r["status"] == "ok" and r["schema"] == 1
         assert r["train"]["steps"] == budget.total_steps
         assert 0 < r["train"]["window_episodes"] <= r["train"]["episodes"]
+        assert sum(e for e, _ in r["train"]["curve"]) == r["train"]["episodes"]
         assert 0.0 <= r["eval"]["success_rate"] <= 1.0 and r["eval"]["episodes"] == 8
-        assert r["provenance"]["memgym"]
+        assert r["provenance"]["memgym"] and r["agent_info"]["code_sha256"]
+    assert any("cells 4/4 (100%)" in line and "ETA" in line for line in lines)
     before = {p: p.read_text() for p in tmp_path.rglob("seed*.json")}
     lines.clear()
     runner.run([spec], budget, tmp_path, log=lines.append)  # resume: nothing left to do
@@ -70,8 +79,231 @@ def test_run_scores_stores_and_resumes(tmp_path, spec):
         runner.run([spec], runner.Preset("tiny", **{**TINY, "total_steps": 8192}), tmp_path, log=lines.append)
     written = report.write_report(tmp_path)
     board = json.loads(written["json"].read_text())
-    assert board["entries"][0]["agent"] == spec
+    assert board["entries"][0]["agent"] == spec and board["failures"] == []
     assert "| 1 |" in written["markdown"].read_text()
+
+
+class OracleAgent:
+    """Remembers the cue, walks up until the wall of the junction stops it, then turns to the cued side."""
+
+    def __init__(self, num_envs):
+        self.cue = np.zeros(num_envs, int)
+        self.last = np.full(num_envs, -1)
+        self.turn = np.zeros(num_envs, bool)
+
+    def act(self, obs, begin):
+        position = np.packbits(obs[:, 2:10].astype(np.uint8), axis=1)[:, 0]  # gray code: equal iff same cell
+        self.cue = np.where(begin, (obs[:, 0] == 1).astype(int), self.cue)  # cue bit 0 set: the goal is right
+        self.turn = ~begin & (position == self.last)  # "up" did not move: at the junction
+        self.last = np.where(begin, -1, position)
+        return np.where(self.turn, 2 + self.cue, 0)
+
+    def observe(self, *args):
+        pass
+
+
+class MemorylessAgent:
+    """Walks up and always turns left at the junction (it cannot know the cue there)."""
+
+    def __init__(self, num_envs):
+        self.oracle = OracleAgent(num_envs)
+
+    def act(self, obs, begin):
+        action = self.oracle.act(obs, begin)
+        return np.where(action >= 2, 2, action)
+
+    def observe(self, *args):
+        pass
+
+
+class RaisingAgent:
+    def act(self, obs, begin):
+        raise RuntimeError("agent exploded")
+
+    def observe(self, *args):
+        pass
+
+
+class InvalidActionAgent(RaisingAgent):
+    def act(self, obs, begin):
+        return np.full(len(obs), 7)
+
+
+class SlowAgent(RaisingAgent):
+    def act(self, obs, begin):
+        import time
+
+        time.sleep(3600)  # interrupted by the harness's alarm
+
+
+def oracle_factory(context):
+    return OracleAgent(context.num_envs)
+
+
+def memoryless_factory(context):
+    return MemorylessAgent(context.num_envs)
+
+
+def raising_factory(context):
+    return RaisingAgent() if context.seed == 1 else OracleAgent(context.num_envs)
+
+
+def invalid_factory(context):
+    return InvalidActionAgent()
+
+
+def slow_factory(context):
+    return SlowAgent()
+
+
+def not_an_agent_factory(context):
+    return 42
+
+
+def test_oracle_scores_one_and_memoryless_at_most_half(tmp_path):
+    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2, 5, 9), "eval_episodes": 64})
+    runner.run(["tests.leaderboard.test_harness:oracle_factory", "tests.leaderboard.test_harness:memoryless_factory"],
+               budget, tmp_path, log=lambda _: None)
+    board = report.build_board(ResultsStore(tmp_path))
+    by_agent = {e["agent"].split(":")[1]: e for e in board["entries"]}
+    oracle, memoryless = by_agent["oracle_factory"], by_agent["memoryless_factory"]
+    assert oracle["eval"]["score"] == 1.0 and oracle["train"]["score"] == 1.0
+    assert oracle["eval"]["longest_solved"] == 9
+    assert 0.3 <= memoryless["eval"]["score"] <= 0.7 and memoryless["eval"]["longest_solved"] is None
+    assert board["entries"][0]["agent"].endswith("oracle_factory")  # ranked first
+
+
+def test_failing_cells_are_recorded_and_the_run_goes_on(tmp_path):
+    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (3,)})
+    agents = ["tests.leaderboard.test_harness:raising_factory", "tests.leaderboard.test_harness:invalid_factory",
+              "tests.leaderboard.test_harness:slow_factory", "examples.numpy_agent:factory"]
+    lines: list[str] = []
+    store = runner.run(agents, budget, tmp_path, log=lines.append, cell_timeout=2.0)
+    by_cell = {(r["agent"].split(":")[-1], r["seed"]): r for r in store.records()}
+    assert len(by_cell) == 8
+    assert by_cell[("raising_factory", 1)]["status"] == "failed"
+    assert by_cell[("raising_factory", 1)]["reason"] == "RuntimeError: agent exploded"
+    assert by_cell[("raising_factory", 0)]["status"] == "ok"  # the other seed of the same agent finished
+    assert "invalid actions [7, 7" in by_cell[("invalid_factory", 0)]["reason"]
+    assert "wall-clock limit" in by_cell[("slow_factory", 0)]["reason"]
+    assert by_cell[("factory", 0)]["status"] == by_cell[("factory", 1)]["status"] == "ok"
+    assert any("FAILED: RuntimeError: agent exploded" in line for line in lines)
+    board = report.build_board(store)
+    assert {(f["agent"].split(":")[-1], f["seed"]) for f in board["failures"]} == {
+        ("raising_factory", 1), ("invalid_factory", 0), ("invalid_factory", 1), ("slow_factory", 0),
+        ("slow_factory", 1)}
+    # A rerun retries failed cells only, keeping the failed records.
+    runner.run(agents[:1], budget, tmp_path, log=lines.append)
+    results = store.results("tests.leaderboard.test_harness_raising_factory", 3, 1)
+    assert [r["status"] for r in results] == ["failed", "failed"]
+    assert len(store.results("tests.leaderboard.test_harness_raising_factory", 3, 0)) == 1
+
+
+def test_jax_tier_nan_parameters_fail_the_cell(tmp_path):
+    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    store = runner.run(["tests.leaderboard.test_harness:nan_jax_factory"], budget, tmp_path, log=lambda _: None)
+    (record,) = store.records()
+    assert record["status"] == "failed" and "NaN" in record["reason"]
+
+
+def nan_jax_factory(context):
+    from examples.jax_agent import factory
+
+    agent = factory(context)
+
+    class NaNAgent:
+        num_envs, init_carry, act = agent.num_envs, agent.init_carry, agent.act
+
+        def train(self, key, env, env_params, total_steps):
+            params, env_state = agent.train(key, env, env_params, total_steps)
+            return jax.tree.map(lambda x: x * jnp.nan, params), env_state
+
+    return NaNAgent()
+
+
+def test_interrupted_run_resumes_to_the_same_table(tmp_path):
+    budget = runner.Preset("tiny", **TINY)
+    spec = "examples.numpy_agent:factory"
+    runner.run([spec], budget, tmp_path / "whole", log=lambda _: None)
+
+    class Interrupt(runner.LocalBackend):
+        def map(self, tasks, *args, **kwargs):
+            for i, item in enumerate(super().map(tasks, *args, **kwargs)):
+                if i == 2:
+                    raise KeyboardInterrupt  # like Ctrl-C while the third task runs
+                yield item
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run([spec], budget, tmp_path / "cut", log=lambda _: None, backend=Interrupt())
+    assert len(list(ResultsStore(tmp_path / "cut").records())) == 2
+    runner.run([spec], budget, tmp_path / "cut", log=lambda _: None)
+    whole = report.build_board(ResultsStore(tmp_path / "whole"))
+    cut = report.build_board(ResultsStore(tmp_path / "cut"))
+    assert report.markdown(whole) == report.markdown(cut)
+
+
+def test_repeats_are_kept_and_shown(tmp_path):
+    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    spec = "examples.numpy_agent:factory"
+    runner.run([spec], budget, tmp_path, log=lambda _: None)
+    runner.run([spec], budget, tmp_path, log=lambda _: None, repeat=True)
+    board = report.build_board(ResultsStore(tmp_path))
+    assert board["entries"][0]["repeats"] == 1
+    assert len(list(ResultsStore(tmp_path).records())) == 2
+
+
+def test_bad_submissions_write_nothing(tmp_path):
+    budget = runner.Preset("tiny", **TINY)
+    for spec, match in [("no_such_module:factory", "cannot import module"),
+                        ("tests.leaderboard.test_harness:not_an_agent_factory", "returned int"),
+                        ("tests.leaderboard.test_harness:missing", "has no attribute")]:
+        with pytest.raises(ValueError, match=match):
+            runner.run(["examples.numpy_agent:factory", spec], budget, tmp_path, log=lambda _: None)
+    with pytest.raises(ValueError, match="at least one agent"):
+        runner.run([], budget, tmp_path, log=lambda _: None)
+    with pytest.raises(ValueError, match="cell_timeout"):
+        runner.run(["examples.numpy_agent:factory"], budget, tmp_path, log=lambda _: None, cell_timeout=0)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_report_files_and_html(tmp_path):
+    from html.parser import HTMLParser
+
+    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2, 3), "seeds": 2})
+    runner.run(["tests.leaderboard.test_harness:oracle_factory", "tests.leaderboard.test_harness:invalid_factory"],
+               budget, tmp_path / "results", log=lambda _: None)
+    written = report.write_report(tmp_path / "results", tmp_path / "site")
+    assert {p.name for p in written.values()} == {"board.json", "LEADERBOARD.md", "index.html",
+                                                  "success_by_length.png", "learning_curves.png"}
+    for name in ("success_by_length.png", "learning_curves.png"):
+        assert (tmp_path / "site" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.open, self.cells, self.images = [], [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "img", "br"):
+                self.open.append(tag)
+            if tag == "img":
+                self.images.append(dict(attrs)["src"])
+
+        def handle_endtag(self, tag):
+            assert self.open and self.open.pop() == tag, f"unbalanced </{tag}>"
+
+        def handle_data(self, data):
+            if self.open and self.open[-1] == "td":
+                self.cells.append(data)
+
+    page = Page()
+    page.feed((tmp_path / "site" / "index.html").read_text())
+    assert page.open == []  # every element closed
+    assert "tests.leaderboard.test_harness:oracle_factory" in page.cells
+    assert "1.00 [1.00, 1.00]" in page.cells
+    assert any("invalid actions" in cell for cell in page.cells)  # the failure table
+    assert page.images == ["success_by_length.png", "learning_curves.png"]
+    assert all((tmp_path / "site" / image).exists() for image in page.images)
 
 
 def test_same_seed_same_result(tmp_path):

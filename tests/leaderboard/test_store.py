@@ -1,4 +1,4 @@
-"""The results store never overwrites a cell and writes atomically."""
+"""The results store is append-only, atomic, schema-versioned and keeps repeats."""
 
 from __future__ import annotations
 
@@ -6,20 +6,44 @@ import json
 
 import pytest
 
-from memgym.leaderboard.store import CellExistsError, ResultsStore, provenance
+from memgym.leaderboard.store import SCHEMA_VERSION, ResultsStore, provenance
 
 
-def test_write_read_and_never_overwrite(tmp_path):
+def test_results_are_appended_never_overwritten(tmp_path):
     store = ResultsStore(tmp_path)
-    path = store.write("agent", 120, 0, {"eval": {"success_rate": 0.5}})
-    assert store.has("agent", 120, 0) and path.name == "seed0.json"
-    with pytest.raises(CellExistsError, match="never overwritten"):
-        store.write("agent", 120, 0, {"eval": {"success_rate": 1.0}})
-    assert json.loads(path.read_text())["eval"]["success_rate"] == 0.5
-    assert [r["eval"]["success_rate"] for r in store.records()] == [0.5]
-    assert not [p for p in path.parent.iterdir() if p.name.startswith(".cell-")]  # no temporary files left
+    first = store.write("agent", 120, 0, {"status": "failed", "reason": "boom"})
+    assert first.name == "seed0.json" and store.finished("agent", 120, 0) is None
+    second = store.write("agent", 120, 0, {"status": "ok", "eval": {"success_rate": 0.5}})
+    third = store.write("agent", 120, 0, {"status": "ok", "eval": {"success_rate": 1.0}})
+    assert (second.name, third.name) == ("seed0.r1.json", "seed0.r2.json")
+    assert json.loads(first.read_text())["reason"] == "boom"  # the failure is kept
+    assert store.finished("agent", 120, 0)["eval"]["success_rate"] == 0.5  # the first ok result counts
+    assert [r["status"] for r in store.results("agent", 120, 0)] == ["failed", "ok", "ok"]
+    assert all(r["schema"] == SCHEMA_VERSION for r in store.records())
+    store.write("agent", 120, 1, {"status": "ok"})
+    store.write("agent", 140, 0, {"status": "ok"})
+    assert len(store.paths("agent", 120, 1)) == 1 and len(list(store.records())) == 5
+    assert not [p for p in tmp_path.rglob(".cell-*")]  # no temporary files left
 
 
-def test_provenance_names_versions():
+def test_a_taken_name_is_skipped_not_replaced(tmp_path):
+    store = ResultsStore(tmp_path)
+    folder = store.cell_dir("agent", 120)
+    folder.mkdir(parents=True)
+    (folder / "seed3.json").write_text(json.dumps({"schema": 1, "status": "ok", "mine": True}))
+    path = store.write("agent", 120, 3, {"status": "ok"})
+    assert path.name == "seed3.r1.json" and json.loads((folder / "seed3.json").read_text())["mine"]
+
+
+def test_records_from_a_newer_schema_are_refused(tmp_path):
+    store = ResultsStore(tmp_path)
+    folder = store.cell_dir("agent", 120)
+    folder.mkdir(parents=True)
+    (folder / "seed0.json").write_text(json.dumps({"schema": SCHEMA_VERSION + 1, "status": "ok"}))
+    with pytest.raises(ValueError, match="newer than this memgym"):
+        list(store.records())
+
+
+def test_provenance_names_versions_and_hardware():
     info = provenance()
-    assert {"memgym", "python", "platform", "created"} <= set(info)
+    assert {"memgym", "python", "platform", "cpu", "created", "jax", "jaxlib", "flax", "device"} <= set(info)
