@@ -131,12 +131,20 @@ class CellFailure(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One unit of work: one agent's cells at one corridor length (``seeds``: one for the any tier)."""
+    """One unit of work: some ``(corridor length, seed)`` cells of one agent.
+
+    Any tier: one cell. JAX tier: the missing seeds of one corridor length, or of
+    the whole grid (``plan(..., whole_grid=True)``), trained in one vmapped call.
+    """
 
     spec: str
     kind: str  # "jax" | "any"
-    corridor_length: int
-    seeds: tuple[int, ...]
+    cells: tuple[tuple[int, int], ...]
+
+    def describe(self) -> str:
+        lengths = sorted({length for length, _ in self.cells})
+        seeds = sorted({seed for _, seed in self.cells})
+        return f"[{self.spec}] L={','.join(map(str, lengths))} seeds {seeds}"
 
 
 def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
@@ -157,14 +165,14 @@ def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
     return info
 
 
-def _record(task: Task, budget: Preset, seed: int, agent: dict[str, Any], seconds: float, *,
+def _record(task: Task, budget: Preset, cell: tuple[int, int], agent: dict[str, Any], seconds: float, *,
             train: dict | None = None, evaluation: dict | None = None, reason: str | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {
         "agent": task.spec,
         "agent_info": agent,
         "tier": task.kind,
-        "corridor_length": task.corridor_length,
-        "seed": seed,
+        "corridor_length": cell[0],
+        "seed": cell[1],
         "preset": dataclasses.asdict(budget),
         "status": "ok" if reason is None else "failed",
         "wall_time_s": seconds,
@@ -180,10 +188,15 @@ def _record(task: Task, budget: Preset, seed: int, agent: dict[str, Any], second
 
 
 class JaxCells:
-    """One JAX-tier agent's compiled training and evaluation, reused for every corridor length.
+    """One JAX-tier agent's compiled training and evaluation, reused for every task of the agent.
 
-    The corridor length is a traced field of the T-Maze params, so one compilation per
-    budget serves the whole grid.
+    Training is ``jit(vmap(train))`` over cells — (corridor length, seed) pairs:
+    the corridor length is a traced field of the T-Maze params, so one compilation
+    per batch size serves the whole grid. With several local devices the cell
+    batch is sharded across them (``jax.sharding``, one mesh axis ``cells``; the
+    batch is padded to a multiple of the device count by repeating its last cell,
+    whose copies are dropped), so k devices run k× the cells per call. Each cell's
+    computation is independent of the others, so sharding does not change results.
     """
 
     def __init__(self, agent: Any, budget: Preset):
@@ -194,37 +207,55 @@ class JaxCells:
 
         self.agent, self.budget = agent, budget
         env = ScoredEnv(TMazeJax())
-        self.train = jax.jit(
-            jax.vmap(lambda key, params: agent.train(key, env, params, budget.total_steps), in_axes=(0, None))
-        )
+        self.train = jax.jit(jax.vmap(lambda key, params: agent.train(key, env, params, budget.total_steps)))
         self.evaluate = jax.jit(
             jax.vmap(
                 lambda policy, params, keys: evaluate_jax(agent, policy, TMazeJax(), params, keys,
                                                           budget.max_episode_steps),
-                in_axes=(0, None, None),
             )
         )
 
-    def run(self, length: int, seeds: Sequence[int]) -> list[tuple[dict, dict] | str]:
-        """Train and evaluate every seed of one corridor length (one call each, vmapped over seeds).
-
-        Returns per seed ``(train counters, evaluation)`` or the reason the cell failed.
-        """
+    def batch(self, cells: Sequence[tuple[int, int]]):
+        """Keys, scored params, evaluation params and keys of ``cells``, padded and sharded over local devices."""
         import jax
         import jax.numpy as jnp
 
         from memgym.envs.tmaze_jax import tmaze_params
-        from memgym.leaderboard.scoring import counters, scored_params
+        from memgym.leaderboard.scoring import scored_params
 
         budget = self.budget
-        inner = tmaze_params(length, max_episode_steps=budget.max_episode_steps)
-        params = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs))
-        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), length) for seed in seeds])
+        devices = jax.local_devices()
+        padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
+        lengths = np.array([length for length, _ in padded])
+        inner = tmaze_params(lengths, max_episode_steps=np.full(len(padded), budget.max_episode_steps))
+        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs))
+        params = dataclasses.replace(
+            one, window_start=jnp.full(len(padded), one.window_start), curve_step=jnp.full(len(padded), one.curve_step)
+        )
+        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), length) for length, seed in padded])
+        eval_keys = jnp.stack([evaluation_keys(length, budget.eval_episodes) for length, _ in padded])
+        batch = (keys, params, inner, eval_keys)
+        if len(devices) > 1:
+            mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
+            batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
+        return batch
+
+    def run(self, cells: Sequence[tuple[int, int]]) -> list[tuple[dict, dict] | str]:
+        """Train and evaluate ``cells`` (one call each, vmapped over cells).
+
+        Returns per cell ``(train counters, evaluation)`` or the reason the cell failed.
+        """
+        import jax
+
+        from memgym.leaderboard.scoring import counters
+
+        budget = self.budget
+        keys, params, inner, eval_keys = self.batch(cells)
         policy_params, env_state = self.train(keys, params)
-        evaluated = self.evaluate(policy_params, inner, evaluation_keys(length, budget.eval_episodes))
+        evaluated = self.evaluate(policy_params, inner, eval_keys)
         success, returns, lengths = (np.asarray(x) for x in evaluated)
         out: list[tuple[dict, dict] | str] = []
-        for i in range(len(seeds)):
+        for i in range(len(cells)):
             train = counters(jax.tree.map(lambda x: x[i], env_state))
             finite = all(np.isfinite(np.asarray(leaf[i])).all() for leaf in jax.tree.leaves(policy_params)
                          if np.issubdtype(np.asarray(leaf).dtype, np.inexact))
@@ -362,63 +393,64 @@ def _reason(error: BaseException) -> str:
 
 def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
             compiled: dict[str, JaxCells] | None = None) -> list[dict[str, Any]]:
-    """Run ``task``; one record per seed. The agent's faults become failed records, never exceptions.
+    """Run ``task``; one record per cell. The agent's faults become failed records, never exceptions.
 
     ``compiled`` caches a JAX-tier agent's :class:`JaxCells` across tasks (one compilation per agent).
     """
     started = time.perf_counter()
-    limit = None if cell_timeout is None else float(cell_timeout) * len(task.seeds)
     observation_space, action_space = tmaze_spaces()
     agent_info: dict[str, Any] = {"spec": task.spec}
 
-    def failed(reason: str, seeds: Sequence[int]) -> list[dict[str, Any]]:
-        seconds = (time.perf_counter() - started) / max(len(task.seeds), 1)
-        return [_record(task, budget, seed, agent_info, seconds, reason=reason) for seed in seeds]
+    def failed(reason: str) -> list[dict[str, Any]]:
+        seconds = (time.perf_counter() - started) / len(task.cells)
+        return [_record(task, budget, cell, agent_info, seconds, reason=reason) for cell in task.cells]
 
     try:
         factory = load_factory(task.spec)
         if task.kind == "jax":
-            context = AgentContext(observation_space, action_space, 8, 0, budget.total_steps)
-            agent = factory(context)
+            agent = factory(AgentContext(observation_space, action_space, 8, 0, budget.total_steps))
             agent_info = describe_agent(task.spec, factory, agent)
             cells = (compiled or {}).get(task.spec)
             if cells is None:
                 cells = JaxCells(agent, budget)
                 if compiled is not None:
                     compiled[task.spec] = cells
-            outcomes = cells.run(task.corridor_length, task.seeds)
-            seconds = (time.perf_counter() - started) / len(task.seeds)
-            if limit is not None and seconds * len(task.seeds) > limit:
-                return failed(f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)",
-                              task.seeds)
-            return [_record(task, budget, seed, agent_info, seconds, train=o[0], evaluation=o[1])
-                    if isinstance(o, tuple) else _record(task, budget, seed, agent_info, seconds, reason=o)
-                    for seed, o in zip(task.seeds, outcomes)]
+            outcomes = cells.run(task.cells)
+            seconds = (time.perf_counter() - started) / len(task.cells)
+            if cell_timeout is not None and seconds > cell_timeout:
+                return failed(f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)")
+            return [_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1])
+                    if isinstance(o, tuple) else _record(task, budget, cell, agent_info, seconds, reason=o)
+                    for cell, o in zip(task.cells, outcomes)]
         records = []
-        for seed in task.seeds:
+        for cell in task.cells:
+            length, seed = cell
             cell_started = time.perf_counter()
             try:
                 agent = factory(AgentContext(observation_space, action_space, 8, seed, budget.total_steps))
                 agent_info = describe_agent(task.spec, factory, agent)
                 deadline = math.inf if cell_timeout is None else cell_started + float(cell_timeout)
                 with _alarm(cell_timeout):
-                    train, evaluation = run_any_cell(agent, budget, task.corridor_length, seed, deadline=deadline)
-                records.append(_record(task, budget, seed, agent_info, time.perf_counter() - cell_started,
+                    train, evaluation = run_any_cell(agent, budget, length, seed, deadline=deadline)
+                records.append(_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
                                        train=train, evaluation=evaluation))
             except Exception as error:  # noqa: BLE001 - the agent's fault is this cell's result
-                records.append(_record(task, budget, seed, agent_info, time.perf_counter() - cell_started,
+                records.append(_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
                                        reason=_reason(error)))
         return records
     except Exception as error:  # noqa: BLE001
-        return failed(_reason(error), task.seeds)
+        return failed(_reason(error))
 
 
-def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, repeat: bool = False) -> list[Task]:
+def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, repeat: bool = False,
+         whole_grid: bool = False) -> list[Task]:
     """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result in ``store``.
 
     Every agent is loaded and built first, so a bad submission (unimportable, wrong
     type) raises ``ValueError`` before anything runs or is written. ``repeat``
-    plans finished cells again (their new results are stored as repeats).
+    plans finished cells again (their new results are stored as repeats). A
+    JAX-tier agent gets one task per corridor length, or one for its whole grid
+    with ``whole_grid`` (fewer, larger batches: what several devices want).
     """
     if not agents:
         raise ValueError("name at least one agent (--agent)")
@@ -438,6 +470,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, repeat: 
     for spec in agents:
         name = agent_id(spec)
         kind, config = kinds[spec]
+        grid = []
         for length in budget.corridor_lengths:
             missing = []
             for seed in range(budget.seeds):
@@ -455,10 +488,15 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, repeat: 
                             f"--results directory (or agent name) for this configuration"
                         )
                 if done is None or repeat:
-                    missing.append(seed)
-            if kind == "jax" and missing:
-                tasks.append(Task(spec, kind, length, tuple(missing)))
-            tasks += [Task(spec, kind, length, (seed,)) for seed in missing if kind == "any"]
+                    missing.append((length, seed))
+            if kind == "any":
+                tasks += [Task(spec, kind, (cell,)) for cell in missing]
+            elif whole_grid:
+                grid += missing
+            elif missing:
+                tasks.append(Task(spec, kind, tuple(missing)))
+        if grid:
+            tasks.append(Task(spec, kind, tuple(grid)))
     return tasks
 
 
@@ -509,14 +547,13 @@ class Progress:
         rate = self.done * self.steps_per_cell / max(elapsed, 1e-9)
         eta = elapsed / self.done * (self.total - self.done) if self.done else math.inf
         ok = [r for r in records if r["status"] == "ok"]
-        seeds = [r["seed"] for r in records]
         summary = ""
         if ok:
             summary = (f"train success {np.mean([r['train']['success_rate'] for r in ok]):.2f}, "
                        f"eval success {np.mean([r['eval']['success_rate'] for r in ok]):.2f}")
         for r in failed:
-            summary += f"{'; ' if summary else ''}seed {r['seed']} FAILED: {r['reason']}"
-        self.message(f"[{task.spec}] L={task.corridor_length} seeds {seeds}: {summary}")
+            summary += f"{'; ' if summary else ''}L={r['corridor_length']} seed {r['seed']} FAILED: {r['reason']}"
+        self.message(f"{task.describe()}: {summary}")
         status = (f"cells {self.done}/{self.total} ({100 * self.done / max(self.total, 1):.0f}%)"
                   f"{f', {self.failed} failed' if self.failed else ''} | {rate:,.0f} steps/s | "
                   f"elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
@@ -548,25 +585,34 @@ def run(agents: Sequence[str], budget: Preset, results: str, *, log: Callable[[s
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"cell_timeout must be a positive number of seconds, got cell_timeout={cell_timeout!r}")
     store = ResultsStore(results)
-    tasks = plan(agents, budget, store, repeat=repeat)
+    tasks = plan(agents, budget, store, repeat=repeat, whole_grid=_several_devices())
     for spec in agents:
         for length in budget.corridor_lengths:
-            if not any(t.spec == spec and t.corridor_length == length for t in tasks):
+            if not any(t.spec == spec and length in {c[0] for c in t.cells} for t in tasks):
                 log(f"[{spec}] L={length}: all {budget.seeds} seeds stored, skipping")
     if not tasks:
         return store
     backend = backend or LocalBackend()
-    progress = Progress(sum(len(t.seeds) for t in tasks), budget.total_steps, log)
+    progress = Progress(sum(len(t.cells) for t in tasks), budget.total_steps, log)
 
     def started(task: Task) -> None:
-        progress.message(f"[{task.spec}] L={task.corridor_length}: training seeds {list(task.seeds)} for "
-                         f"{budget.total_steps:,} steps ({task.kind} tier) ...")
+        progress.message(f"{task.describe()}: training for {budget.total_steps:,} steps per cell "
+                         f"({task.kind} tier) ...")
 
     try:
         for task, records in backend.map(tasks, budget, cell_timeout, started):
             for record in records:
-                store.write(agent_id(task.spec), task.corridor_length, record["seed"], record)
+                store.write(agent_id(task.spec), record["corridor_length"], record["seed"], record)
             progress.advance(task, records)
     finally:
         progress.close()
     return store
+
+
+def _several_devices() -> bool:
+    """Whether this process sees several JAX devices (then a JAX agent's whole grid is one sharded batch)."""
+    try:
+        import jax
+    except ImportError:
+        return False
+    return jax.local_device_count() > 1

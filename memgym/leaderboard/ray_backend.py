@@ -1,0 +1,121 @@
+"""Run leaderboard tasks on a Ray cluster (``memgym leaderboard run --backend ray``).
+
+Each :class:`~memgym.leaderboard.runner.Task` becomes one Ray task that calls
+:func:`~memgym.leaderboard.runner.execute` on a worker and returns the task's
+records. The driver (the ``memgym leaderboard run`` process) collects them with
+``ray.wait`` as they finish and alone writes them to the results store, so the
+store keeps the local backend's guarantees: atomic, append-only, resumable.
+
+Failures:
+
+* an agent that raises, emits invalid actions, returns NaN or runs too long is
+  handled inside ``execute``: its cells come back as failed records;
+* a worker process that dies (killed, out of memory, a segfault in native code)
+  is a system failure: Ray re-runs the task up to ``max_retries`` times on a
+  new worker; if every attempt dies, the driver records the task's cells as
+  failed with Ray's reason. A task's records reach the driver once — from the
+  attempt that finished — so a retried cell is never stored twice, and a cell
+  whose worker died is never lost.
+
+Bad setups fail before any cell starts: Ray not installed (install the
+``memgym[ray]`` extra), an unreachable ``address``, or a per-task resource
+request that no node of the cluster can satisfy.
+
+Workers import the agent by its spec. When this process starts a local Ray
+(no ``address``), workers get the driver's working directory on their
+``PYTHONPATH``, so ``"mypackage.module:factory"`` resolves as it does locally;
+on a remote cluster the agent's package must be installed on the nodes (or
+shipped with a Ray ``runtime_env``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from memgym.leaderboard.runner import Preset, Task, _record, _reason, execute
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--backend ray needs Ray: pip install 'memgym[ray]'") from None
+    return ray
+
+
+class RayBackend:
+    """Runs tasks as Ray tasks with ``num_cpus`` / ``num_gpus`` reserved per task.
+
+    Args:
+        address: a running cluster (``"ray://host:10001"``, ``"host:6379"`` or
+            ``"auto"``); None starts a local Ray in this process (``local_cpus``
+            CPUs, default all).
+        num_cpus, num_gpus: resources reserved per task.
+        max_retries: re-runs of a task whose worker process died.
+        runtime_env: passed to ``ray.init`` (e.g. a ``working_dir`` to ship the
+            agent's code to a remote cluster).
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0,
+                 max_retries: int = 2, local_cpus: int | None = None, runtime_env: dict[str, Any] | None = None):
+        if not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0:
+            raise ValueError(f"num_cpus per task must be positive, got num_cpus={num_cpus!r}")
+        if not isinstance(num_gpus, (int, float)) or isinstance(num_gpus, bool) or num_gpus < 0:
+            raise ValueError(f"num_gpus per task must be >= 0, got num_gpus={num_gpus!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be a non-negative integer, got max_retries={max_retries!r}")
+        ray = self.ray = _import_ray()
+        self.num_cpus, self.num_gpus, self.max_retries = float(num_cpus), float(num_gpus), max_retries
+        if not ray.is_initialized():
+            env = dict(runtime_env or {})
+            if address is None:  # a local cluster: workers resolve specs from the driver's directory
+                paths = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+                env.setdefault("env_vars", {}).setdefault("PYTHONPATH", os.pathsep.join(paths))
+            try:
+                ray.init(address=address, num_cpus=local_cpus if address is None else None,
+                         runtime_env=env or None, include_dashboard=False, log_to_driver=False)
+            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as error:
+                raise ValueError(f"cannot connect to the Ray cluster at address={address!r}: {_reason(error)}") \
+                    from None
+        self._check_resources()
+
+    def _check_resources(self) -> None:
+        """Some alive node must offer one task's CPUs and GPUs, or no task could ever start."""
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        fits = [n for n in nodes if n["Resources"].get("CPU", 0) >= self.num_cpus
+                and n["Resources"].get("GPU", 0) >= self.num_gpus]
+        if not fits:
+            offered = [{k: n["Resources"].get(k, 0) for k in ("CPU", "GPU")} for n in nodes]
+            raise ValueError(
+                f"no Ray node can run a task that needs num_cpus={self.num_cpus:g}, num_gpus={self.num_gpus:g}; "
+                f"nodes offer {offered}"
+            )
+
+    def map(self, tasks: Sequence[Task], budget: Preset, cell_timeout: float | None,
+            started: Callable[[Task], None] = lambda task: None) -> Iterator[tuple[Task, list[dict]]]:
+        """Submit every task, then yield ``(task, records)`` in the order tasks finish."""
+        ray = self.ray
+        remote = ray.remote(execute).options(
+            num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_retries=self.max_retries, retry_exceptions=False
+        )
+        pending = {}
+        for task in tasks:
+            pending[remote.remote(task, budget, cell_timeout)] = task
+            started(task)
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    task = pending.pop(ref)
+                    try:
+                        records = ray.get(ref)
+                    except Exception as error:  # noqa: BLE001 - a dead worker after all retries
+                        reason = f"Ray task failed after {self.max_retries} retries: {_reason(error)}"
+                        records = [_record(task, budget, cell, {"spec": task.spec}, 0.0, reason=reason)
+                                   for cell in task.cells]
+                    yield task, records
+        finally:
+            for ref in pending:  # interrupted: stop what is still queued or running
+                ray.cancel(ref, force=True)
