@@ -66,8 +66,9 @@ class SegmentReplay:
         """An empty dataset for transitions shaped like ``example`` (one transition)."""
         shape = (self.capacity, self.segment_length)
         data = jax.tree.map(lambda x: jnp.zeros(shape + jnp.shape(x), jnp.asarray(x).dtype), example)
-        zero = jnp.zeros((), jnp.int32)
-        return SegmentState(data, jnp.zeros(shape, bool), jnp.zeros(shape, bool), zero, zero, zero, zero)
+        # Distinct counters (not one shared zero), so a jitted ``add`` can donate the state.
+        row, col, rows_used, added = (jnp.zeros((), jnp.int32) for _ in range(4))
+        return SegmentState(data, jnp.zeros(shape, bool), jnp.zeros(shape, bool), row, col, rows_used, added)
 
     def can_sample(self, state: SegmentState) -> jax.Array:
         return state.rows_used > 0

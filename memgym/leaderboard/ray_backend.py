@@ -31,6 +31,7 @@ shipped with a Ray ``runtime_env``).
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -43,6 +44,27 @@ def _import_ray():
     except ImportError:
         raise ValueError("--backend ray needs Ray: pip install 'memgym[ray]'") from None
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on a ``host:port`` / ``ray://host:port`` nobody listens on.
+
+    ``ray.init`` would retry such an address for about a minute before giving up;
+    ``"auto"`` and ``"local"`` (resolved by Ray itself) are left to Ray.
+    """
+    if address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(
+            f"address={address!r} is not a Ray cluster address: use 'host:port' (the head's GCS port, usually "
+            "6379), 'ray://host:port' (Ray Client, usually 10001) or 'auto'"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ValueError(f"cannot reach the Ray cluster at address={address!r}: {error}") from None
 
 
 class RayBackend:
@@ -68,6 +90,8 @@ class RayBackend:
             raise ValueError(f"max_retries must be a non-negative integer, got max_retries={max_retries!r}")
         ray = self.ray = _import_ray()
         self.num_cpus, self.num_gpus, self.max_retries = float(num_cpus), float(num_gpus), max_retries
+        if address is not None:
+            _check_reachable(address)
         if not ray.is_initialized():
             env = dict(runtime_env or {})
             if address is None:  # a local cluster: workers resolve specs from the driver's directory
