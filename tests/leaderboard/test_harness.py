@@ -242,6 +242,49 @@ def test_interrupted_run_resumes_to_the_same_table(tmp_path):
     assert report.markdown(whole) == report.markdown(cut)
 
 
+class SlowOracleAgent(OracleAgent):
+    def act(self, obs, begin):
+        import time
+
+        time.sleep(0.002)  # slow enough that a kill lands mid-run
+        return super().act(obs, begin)
+
+
+def slow_oracle_factory(context):
+    return SlowOracleAgent(context.num_envs)
+
+
+def test_kill_9_loses_nothing_that_finished(tmp_path):
+    """SIGKILL the CLI mid-run: finished cells survive intact, the rerun completes the grid exactly once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results"
+    command = [sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--agent",
+               "tests.leaderboard.test_harness:slow_oracle_factory", "--preset", "smoke", "--corridor-lengths", "2,3",
+               "--seeds", "3", "--steps", "4096", "--eval-episodes", "8", "--results", str(results)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=os.getcwd())
+    deadline = time.monotonic() + 300
+    while not list(results.rglob("seed*.json")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+    survivors = {p: p.read_text() for p in results.rglob("seed*.json")}
+    assert 1 <= len(survivors) < 6  # killed mid-run, after at least one cell finished
+    for text in survivors.values():
+        assert json.loads(text)["status"] == "ok"  # complete records only, never a torn file
+    done = subprocess.run(command, capture_output=True, text=True, cwd=os.getcwd(), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = list(ResultsStore(results).records())
+    assert sorted((r["corridor_length"], r["seed"]) for r in records) == [(2, 0), (2, 1), (2, 2), (3, 0), (3, 1),
+                                                                          (3, 2)]
+    assert all(p.read_text() == text for p, text in survivors.items())  # finished cells were not rerun
+
+
 def test_repeats_are_kept_and_shown(tmp_path):
     budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
     spec = "examples.numpy_agent:factory"
