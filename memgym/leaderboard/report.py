@@ -191,7 +191,10 @@ def plot(board: dict[str, Any], path: Path) -> bool:
     presets = sorted({e["preset"] for e in board["entries"]})
     figure, axes = plt.subplots(1, len(presets), figsize=(6 * len(presets), 4), squeeze=False)
     for axis, budget in zip(axes[0], presets):
-        for e in (e for e in board["entries"] if e["preset"] == budget):
+        entries = [e for e in board["entries"] if e["preset"] == budget]
+        grid = sorted({int(length) for e in entries for length in e["eval"]["per_length"]})
+        axis.set_xticks(grid)  # the corridor lengths run, not fractions between them
+        for e in entries:
             per = e["eval"]["per_length"]
             lengths = sorted(per)
             mean = [per[length]["mean"] for length in lengths]

@@ -347,6 +347,34 @@ def test_report_files_and_html(tmp_path):
     assert any("invalid actions" in cell for cell in page.cells)  # the failure table
     assert page.images == ["success_by_length.png", "learning_curves.png"]
     assert all((tmp_path / "site" / image).exists() for image in page.images)
+    screenshot_in_headless_chromium(tmp_path / "site" / "index.html", tmp_path / "page.png")
+
+
+def screenshot_in_headless_chromium(page, shot):
+    """Render ``page`` in Debian's chromium; the screenshot must show the tables' text and the colour plots.
+
+    CI installs chromium (``.ci/run``) and this check is required there; on a
+    machine without chromium it is skipped.
+    """
+    import os
+    import shutil
+    import subprocess
+
+    import matplotlib.image
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        assert not os.environ.get("CI"), "CI must install chromium to test the HTML report"
+        pytest.skip("no chromium on this machine")
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1280,2400", f"--screenshot={shot}", page.resolve().as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2400, 1280)
+    dark = pixels.max(axis=-1) < 0.3  # text and table rules
+    colourful = pixels.max(axis=-1) - pixels.min(axis=-1) > 0.4  # the plots' coloured lines and bands
+    assert dark.mean() > 0.002, "the page rendered no text"
+    assert colourful.sum() > 500, "the plots did not render (no coloured pixels)"
 
 
 def test_same_seed_same_result(tmp_path):
