@@ -1,24 +1,49 @@
 """Tape-based batching (TBB) replay: one ordered tape of transitions (monoid paper §5, App. G).
 
-The tape ``D`` keeps transitions in the order they were collected and the episode
-begin indices ``I`` (here: the begin flags stored with each transition, from which
-``I`` is recovered with a static-size ``nonzero``). Storage is a ring of fixed
+The tape ``D`` keeps transitions in the order they were collected, each with a
+begin flag (True at an episode's first transition). Storage is a ring of fixed
 ``capacity`` so every shape is static and :meth:`TapeReplay.add` and
 :meth:`TapeReplay.sample` jit and vmap.
 
+The paper's episode index ``I`` (where each stored episode begins) is kept
+explicitly next to the tape, so neither ``add`` nor ``sample`` has to scan the
+begin flags of the whole ring:
+
+* ``TapeState.starts`` is a second ring of ``capacity`` slots holding the *data
+  ring position* of each stored episode's first transition, oldest first from
+  slot ``first_episode`` on, ``num_episodes`` of them (every episode holds at
+  least one transition, so ``capacity`` slots always suffice). Ring positions do
+  not move when the head advances; an episode's *logical* position (0 = oldest
+  stored transition) is ``(starts[·] - head) mod capacity``, which increases
+  along the index.
+* The end of stored episode ``k`` is the start of episode ``k + 1``; the newest
+  episode ends at ``size``.
+* Every counter in the state except the ``added``/``evicted``/``dropped``
+  statistics is a ring index or bounded by ``capacity`` (and no intermediate sum
+  exceeds ``3 · capacity``, within int32 for any capacity below ~7·10^8), so the
+  tape itself runs forever. The statistics are int32 totals and wrap after
+  2**31 − 1 transitions.
+
+Costs, for ``n`` added and ``B`` sampled transitions: ``add`` is
+O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
+:meth:`ordered` touch the whole ring.
+
 * ``add`` (Alg. 4, eq. 30–34): when the new transitions do not fit, whole oldest
-  episodes are evicted (pop ``I[0]``, drop ``D[:I[1]]``) until they do. An
-  episode may continue across ``add`` calls. Transitions that do not belong to a
-  stored episode (a rollout that starts mid-episode into an empty tape, or the
+  episodes are evicted (pop ``I[0]``, drop ``D[:I[1]]``) until they do; the first
+  episode to keep is found by a binary search over the index. An episode may
+  continue across ``add`` calls. Transitions that do not belong to a stored
+  episode (a rollout that starts mid-episode into an empty tape, or the
   continuation of an episode longer than the whole tape) are dropped at once
   rather than kept unreachable: the head of the tape is always an episode start.
+  The begin flags of the added chunk append their positions to the index.
 * ``sample`` (Alg. 5, eq. 35): draw stored episodes uniformly at random (i.i.d.,
   as Alg. 5 does; §5.2's prose says "without replacement", which would make the
   chance of an episode depend on the others' lengths) and concatenate them until
   exactly ``B`` transitions; only the last drawn episode can be cut short. Every
   stored episode can be drawn, the newest one included (the paper's pseudocode
   slices ``D[I[i]:I[i+1]]`` and so never reaches the last episode); the newest
-  may still be running.
+  may still be running. Only the ``B`` drawn episodes' bounds are read from the
+  index.
 
 Several independent tapes (one per worker/environment, §5.1: "keep one D, I per
 worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_tapes`
@@ -39,16 +64,21 @@ PyTree = Any
 
 @struct.dataclass
 class TapeState:
-    """A ring-stored tape.
+    """A ring-stored tape and its episode index.
 
     Attributes:
         data: pytree of ``[capacity, ...]`` transitions.
         begin: ``[capacity]`` bool begin flags (True at each episode's first transition).
         head: ring index of the oldest stored transition.
         size: number of stored transitions.
-        added: transitions ever offered to ``add``.
-        evicted: transitions removed to make room (whole episodes).
-        dropped: transitions never stored because they belong to no stored episode.
+        added: transitions ever offered to ``add`` (int32 total, wraps after 2**31 − 1).
+        evicted: transitions removed to make room (whole episodes; int32 total).
+        dropped: transitions never stored because they belong to no stored episode (int32 total).
+        starts: ``[capacity]`` int32 ring of episode starts (the index ``I``): the data
+            ring position of each stored episode's first transition.
+        first_episode: slot of ``starts`` holding the oldest stored episode.
+        num_episodes: number of stored episodes (slots ``first_episode``,
+            ``first_episode + 1``, … of ``starts``, modulo ``capacity``).
     """
 
     data: PyTree
@@ -58,6 +88,9 @@ class TapeState:
     added: jax.Array
     evicted: jax.Array
     dropped: jax.Array
+    starts: jax.Array
+    first_episode: jax.Array
+    num_episodes: jax.Array
 
 
 @struct.dataclass
@@ -86,25 +119,80 @@ class TapeReplay:
     def init(self, example: PyTree) -> TapeState:
         """An empty tape for transitions shaped like ``example`` (one transition, no leading axis)."""
         data = jax.tree.map(lambda x: jnp.zeros((self.capacity,) + jnp.shape(x), jnp.asarray(x).dtype), example)
-        zero = jnp.zeros((), jnp.int32)
-        return TapeState(data, jnp.zeros(self.capacity, bool), zero, zero, zero, zero, zero)
+        # Distinct counters (not one shared zero), so a jitted ``add`` can donate the state.
+        head, size, added, evicted, dropped, first_episode, num_episodes = (jnp.zeros((), jnp.int32) for _ in range(7))
+        return TapeState(
+            data=data,
+            begin=jnp.zeros(self.capacity, bool),
+            head=head,
+            size=size,
+            added=added,
+            evicted=evicted,
+            dropped=dropped,
+            starts=jnp.zeros(self.capacity, jnp.int32),
+            first_episode=first_episode,
+            num_episodes=num_episodes,
+        )
 
-    # --- views ---------------------------------------------------------------------------
+    # --- index helpers -------------------------------------------------------------------
 
     def _ring(self, state: TapeState, logical: jax.Array) -> jax.Array:
+        """Data ring position of logical position ``logical`` (0 = oldest stored transition)."""
         return (state.head + logical) % self.capacity
+
+    def _episode_start(self, state: TapeState, episode: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(ring, logical)`` position of the first transition of stored episode ``episode`` (0 = oldest).
+
+        Meaningful for ``0 <= episode < num_episodes``; other values read a stale slot
+        (still a valid ring position, so gathers with it stay in bounds).
+        """
+        ring = state.starts[(state.first_episode + episode) % self.capacity]
+        return ring, (ring - state.head) % self.capacity
+
+    def _episode_end(self, state: TapeState, episode: jax.Array) -> jax.Array:
+        """Logical end (exclusive) of stored episode ``episode``: the next one's start, or ``size`` for the newest."""
+        _, following = self._episode_start(state, episode + 1)
+        return jnp.where(episode + 1 < state.num_episodes, following, state.size)
+
+    def _first_episode_at(self, state: TapeState, logical: jax.Array) -> jax.Array:
+        """Number of stored episodes that start before logical position ``logical``.
+
+        That is, the index of the first stored episode starting at or after
+        ``logical`` (``num_episodes`` if there is none). Episode starts increase
+        along the index, so this is a lower-bound binary search: a fixed
+        ``capacity.bit_length()`` halvings of ``[lo, hi)``, each a no-op once the
+        range is empty, which is enough for any ``num_episodes <= capacity``.
+        """
+
+        def halve(_, bounds):
+            lo, hi = bounds
+            mid = (lo + hi) // 2
+            _, start = self._episode_start(state, mid)
+            searching = lo < hi
+            at_or_after = start >= logical
+            return (
+                jnp.where(searching & ~at_or_after, mid + 1, lo),
+                jnp.where(searching & at_or_after, mid, hi),
+            )
+
+        lo, _ = jax.lax.fori_loop(
+            0, self.capacity.bit_length(), halve, (jnp.zeros((), jnp.int32), state.num_episodes)
+        )
+        return lo
+
+    # --- views ---------------------------------------------------------------------------
 
     def episodes(self, state: TapeState) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Stored episodes, oldest first: ``(starts[capacity], lengths[capacity], count)``.
 
         ``starts`` are logical positions (0 = oldest transition); entries at and
-        beyond ``count`` are padding with length 0.
+        beyond ``count`` are padding (start ``size``, length 0). Read from the index.
         """
-        logical = jnp.arange(self.capacity)
-        flags = state.begin[self._ring(state, logical)] & (logical < state.size)
-        (starts,) = jnp.nonzero(flags, size=self.capacity, fill_value=state.size)
+        episode = jnp.arange(self.capacity)
+        _, logical = self._episode_start(state, episode)
+        starts = jnp.where(episode < state.num_episodes, logical, state.size)
         ends = jnp.concatenate([starts[1:], state.size[None]])
-        return starts, ends - starts, jnp.sum(flags)
+        return starts, ends - starts, state.num_episodes
 
     def ordered(self, state: TapeState) -> tuple[PyTree, jax.Array, jax.Array]:
         """The tape in order: ``(data[capacity], begin[capacity], valid[capacity])``."""
@@ -134,27 +222,42 @@ class TapeReplay:
         # Evict whole oldest episodes until n more fit: the new head is the first episode
         # start at or after the first position that must go (or past the end: drop all).
         must_go = state.size + n - self.capacity
-        starts, _, _ = self.episodes(state)
-        cut = jnp.min(jnp.where(starts >= must_go, starts, state.size))
-        cut = jnp.where(must_go > 0, cut, 0)
+        evict = jnp.where(must_go > 0, self._first_episode_at(state, must_go), 0)
+        _, kept_start = self._episode_start(state, evict)
+        cut = jnp.where(must_go <= 0, 0, jnp.where(evict < state.num_episodes, kept_start, state.size))
         head = (state.head + cut) % self.capacity
         size = state.size - cut
+        first_episode = (state.first_episode + evict) % self.capacity
+        num_episodes = state.num_episodes - evict
 
         # Into an empty tape, transitions before the first begin flag have no episode start.
         first_begin = jnp.where(jnp.any(begin), jnp.argmax(begin), n)
         skip = jnp.where(size == 0, first_begin, 0)
         keep = jnp.arange(n) >= skip
         ring = (head + size + jnp.arange(n) - skip) % self.capacity
-        ring = jnp.where(keep, ring, self.capacity)  # out of bounds: the write is dropped
-        data = jax.tree.map(lambda d, x: d.at[ring].set(jnp.asarray(x, d.dtype), mode="drop"), state.data, transitions)
+        dest = jnp.where(keep, ring, self.capacity)  # out of bounds: the write is dropped
+        data = jax.tree.map(lambda d, x: d.at[dest].set(jnp.asarray(x, d.dtype), mode="drop"), state.data, transitions)
+
+        # Append the chunk's episode starts to the index. The skipped prefix holds no
+        # begin flag, so every flagged transition is stored. ``num_episodes`` stays
+        # <= ``size`` <= capacity, so the appended slots never overwrite live ones.
+        new_count = jnp.sum(begin, dtype=jnp.int32)
+        (flagged,) = jnp.nonzero(begin, size=n, fill_value=0)
+        j = jnp.arange(n)
+        slot = jnp.where(j < new_count, (first_episode + num_episodes + j) % self.capacity, self.capacity)
+        starts = state.starts.at[slot].set(ring[flagged].astype(jnp.int32), mode="drop")
+
         return TapeState(
             data=data,
-            begin=state.begin.at[ring].set(begin, mode="drop"),
+            begin=state.begin.at[dest].set(begin, mode="drop"),
             head=head.astype(jnp.int32),
             size=(size + n - skip).astype(jnp.int32),
             added=state.added + n,
-            evicted=state.evicted + cut,
-            dropped=state.dropped + skip,
+            evicted=(state.evicted + cut).astype(jnp.int32),
+            dropped=(state.dropped + skip).astype(jnp.int32),
+            starts=starts,
+            first_episode=first_episode.astype(jnp.int32),
+            num_episodes=(num_episodes + new_count).astype(jnp.int32),
         )
 
     # --- Alg. 5 ---------------------------------------------------------------------------
@@ -166,14 +269,19 @@ class TapeReplay:
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
-        starts, lengths, count = self.episodes(state)
         # batch_size draws always suffice: every episode has at least one transition.
-        drawn = jax.random.randint(key, (batch_size,), 0, jnp.maximum(count, 1))
-        ends = jnp.cumsum(lengths[drawn])
-        position = jnp.arange(batch_size)
-        which = jnp.searchsorted(ends, position, side="right")
-        offset = position - (ends[which] - lengths[drawn[which]])
-        ring = self._ring(state, starts[drawn[which]] + offset)
+        drawn = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.num_episodes, 1))
+        start_ring, start = self._episode_start(state, drawn)
+        lengths = self._episode_end(state, drawn) - start
+        # Lay the drawn episodes end to end: the k-th begins at batch position ``first[k]``.
+        # Marking those positions and counting the marks up to each position tells which
+        # drawn episode every position belongs to (O(B), no search); episodes that begin
+        # at or past ``batch_size`` are not reached and their marks are dropped.
+        first = jnp.cumsum(lengths) - lengths
+        marks = jnp.zeros(batch_size, jnp.int32).at[first].set(1, mode="drop")
+        which = jnp.cumsum(marks) - 1
+        offset = jnp.arange(batch_size) - first[which]
+        ring = (start_ring[which] + offset) % self.capacity
         data = jax.tree.map(lambda x: x[ring], state.data)
         return Batch(data=data, begin=offset == 0, mask=jnp.ones(batch_size, bool))
 

@@ -118,6 +118,46 @@ def test_tape_sampling_is_uniform_over_episodes():
     assert chi2 < 22.46  # 99.9% quantile of chi-square with 6 degrees of freedom
 
 
+@SETTINGS
+@given(
+    st.lists(st.sampled_from([1, 5, ADD, CAPACITY]), min_size=1, max_size=15),
+    st.integers(0, 2**32 - 1),
+    st.floats(0.02, 0.6),
+)
+def test_tape_index_matches_begin_flags(sizes, seed, begin_rate):
+    """The explicit episode index equals the starts recovered from the stored begin flags.
+
+    Checked after every add of a stream of variously sized chunks: full-tape chunks,
+    evictions, episodes longer than the tape and streams starting mid-episode.
+    """
+    rng = np.random.default_rng(seed)
+    begin = rng.random(sum(sizes)) < begin_rate
+    ids = np.arange(begin.size, dtype=np.int32)
+    bounds = np.cumsum([0] + sizes)
+    chunks = [(ids[a:b], begin[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    state = tape.init(jnp.int32(0))
+    for k, (chunk_ids, chunk_begin) in enumerate(chunks):
+        state = tape_add(state, jnp.asarray(chunk_ids), jnp.asarray(chunk_begin))
+        # The old way: scan the begin flags of the whole ordered tape.
+        _, flags, _ = tape.ordered(state)
+        size = int(state.size)
+        from_flags = np.flatnonzero(np.asarray(flags))
+        # The index: ring positions of the stored starts, oldest first, made logical.
+        count, first, head = int(state.num_episodes), int(state.first_episode), int(state.head)
+        slots = (first + np.arange(count)) % CAPACITY
+        from_index = (np.asarray(state.starts)[slots] - head) % CAPACITY
+        assert from_index.tolist() == from_flags.tolist()
+        starts, lengths, episode_count = map(np.asarray, tape.episodes(state))
+        assert int(episode_count) == count
+        assert starts[:count].tolist() == from_flags.tolist()
+        assert lengths.tolist() == np.diff(np.append(from_flags, size)).tolist() + [0] * (CAPACITY - count)
+        assert 0 <= first < CAPACITY and 0 <= head < CAPACITY and count <= size <= CAPACITY
+        # And the tape still matches Alg. 4 on Python lists.
+        episodes = tape_reference(chunks[: k + 1], CAPACITY)
+        data, _, valid = tape.ordered(state)
+        assert np.asarray(data)[np.asarray(valid)].tolist() == [i for ep in episodes for i in ep]
+
+
 def test_tape_drops_transitions_without_an_episode_start():
     buf = TapeReplay(8)
     state = buf.add(buf.init(jnp.int32(0)), jnp.arange(4), jnp.array([0, 0, 1, 0], bool))
