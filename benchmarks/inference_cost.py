@@ -65,6 +65,7 @@ SPECS = (
     Spec("S5", "s5", dict(features=128, state_size=256)),
     Spec("LRU", "lru", dict(features=128, state_size=256)),
     Spec("FFM", "ffm", dict(features=128, memory_size=64, context_size=4)),
+    Spec("MLP (no memory)", "mlp", dict(features=128)),  # the memoryless control
 )
 
 

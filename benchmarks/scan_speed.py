@@ -303,6 +303,7 @@ def model_configs(d: int) -> dict[str, dict[str, Any]]:
         "lstm": dict(features=d),
         "gru": dict(features=d),
         "gtrxl": dict(attention, memory_size=64),
+        "mlp": dict(features=d),
     }
 
 
@@ -334,7 +335,7 @@ def episode_starts(seed: int, length: int, mean_episode: int) -> np.ndarray:
     return start
 
 
-DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn"}  # models without a monoid scan
+DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn", "mlp": "no scan"}  # models without a monoid scan
 
 
 def bench_models(args: argparse.Namespace) -> list[dict[str, Any]]:

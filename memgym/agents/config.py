@@ -5,9 +5,10 @@ Every option of an agent is a field of a frozen dataclass, so a config is hashab
 command exposes each field as a flag.
 
 :data:`MEMORY_PRESETS` are thesis Table A.2 (T-Maze, ≈1.6M parameters per agent):
-LSTM d = 600, GRU d = 680; GTrXL, ReLiT and AReLiT with d = 128, 4 layers,
-4 heads × 64, η = 4, r = 1, GTrXL memory M = 128 or 256. The monoid paper's
-models (S5, LRU, FFM, linear attention) get sizes in the same range.
+LSTM d = 600, GRU d = 680 (and the table's larger sizes, ``lstm-1200`` and
+``gru-1360``); GTrXL, ReLiT and AReLiT with d = 128, 4 layers, 4 heads × 64,
+η = 4, r = 1, GTrXL memory M = 128 or 256. The monoid paper's models (S5, LRU,
+FFM, linear attention) get sizes in the same range.
 :data:`THESIS_TMAZE_HPARAMS` are the learning rate / entropy coefficient per
 model from the thesis authors' published configs (picked from the Table A.1 grid).
 """
@@ -22,7 +23,9 @@ from typing import Any
 #: name -> (memory model name in memgym.memory.MODELS, its config)
 MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "lstm": ("lstm", dict(features=600)),
+    "lstm-1200": ("lstm", dict(features=1200)),
     "gru": ("gru", dict(features=680)),
+    "gru-1360": ("gru", dict(features=1360)),
     "gtrxl-128": ("gtrxl", dict(features=128, num_layers=4, num_heads=4, head_dim=64, memory_size=128)),
     "gtrxl-256": ("gtrxl", dict(features=128, num_layers=4, num_heads=4, head_dim=64, memory_size=256)),
     "relit": ("relit", dict(features=128, num_layers=4, num_heads=4, head_dim=64, eta=4)),
@@ -35,6 +38,8 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
     "tiny-gru": ("gru", dict(features=64)),
     "tiny-lstm": ("lstm", dict(features=64)),
+    # Memoryless baseline (same heads, no memory): shows what memory adds.
+    "mlp": ("mlp", dict(features=128)),
 }
 
 #: preset -> (learning rate, entropy coefficient); thesis authors' T-Maze A2C configs.

@@ -29,6 +29,7 @@ MODELS: dict[str, str] = {
     "lstm": "memgym.memory.rnn:LSTM",
     "gru": "memgym.memory.rnn:GRU",
     "gtrxl": "memgym.memory.gtrxl:GTrXL",
+    "mlp": "memgym.memory.mlp:MLP",  # memoryless baseline: y[t] depends on x[t] only
 }
 
 

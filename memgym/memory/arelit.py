@@ -166,6 +166,10 @@ class AReLiTTransformer(GatedTransformer):
     r: int = 1
     chunk_size: int | None = 64
 
+    def _check(self) -> None:
+        super()._check()
+        check_positive(eta=self.eta, r=self.r)
+
     def mixer(self, **module_kwargs: Any) -> AReLiTAttention:
         return AReLiTAttention(
             self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta, r=self.r, **module_kwargs

@@ -29,6 +29,7 @@ Carry: the element ``(A[m, c] complex64, t[] int32)``.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.validation import check_chunk_size, check_positive, check_tape
 
 HORIZON_MAX = 1024.0  # longest initial memory horizon, in steps
 RESIDUAL = 0.01  # a trace has "decayed" when its magnitude falls to this fraction
@@ -89,8 +90,12 @@ class FFM(nn.Module):
     context_size: int = 4
     chunk_size: int | None = 256
 
+    # x[T, F] first meets the trace kernel W_1 [F, memory_size] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("w_1", "kernel"), 0)
+
     def _check(self) -> None:
         check_positive(features=self.features, memory_size=self.memory_size, context_size=self.context_size)
+        check_chunk_size(self.chunk_size)
 
     def initialize_carry(self) -> FFMElement:
         self._check()
@@ -100,7 +105,7 @@ class FFM(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: FFMElement) -> tuple[jax.Array, FFMElement]:
         self._check()
         start = jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         x = jnp.asarray(x, jnp.float32)
         length = x.shape[0]
         m, c = self.memory_size, self.context_size

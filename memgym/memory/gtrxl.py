@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
@@ -242,6 +243,9 @@ class GTrXL(nn.Module):
     gate_bias: float = 2.0
     chunk_size: int = 128
 
+    # x[T, F] first meets the embedding kernel [F, features] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("embed", "kernel"), 0)
+
     def _check_config(self) -> None:
         check_positive(
             features=self.features,
@@ -263,7 +267,7 @@ class GTrXL(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
         self._check_config()
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         if len(carry) != self.num_layers:
             raise ValueError(
                 f"carry must hold one (mem, valid) pair per layer; got {len(carry)} for num_layers={self.num_layers}"

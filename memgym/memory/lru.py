@@ -28,6 +28,7 @@ Carry: the state ``a ∈ C^P`` (complex64); it enters the scan as the element ``
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
@@ -36,7 +37,7 @@ import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
 from memgym.memory.s5 import complex_normal, diagonal_linear_monoid
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.validation import check_chunk_size, check_positive, check_tape
 
 
 def lru_monoid() -> Monoid:
@@ -67,8 +68,12 @@ class LRU(nn.Module):
     max_phase: float = 2 * math.pi
     chunk_size: int | None = 256
 
+    # x[T, F] first meets B [state_size, F] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("b_real",), 1)
+
     def _check(self) -> None:
         check_positive(features=self.features, state_size=self.state_size)
+        check_chunk_size(self.chunk_size)
         if not 0.0 <= self.r_min < self.r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, r_max={self.r_max!r}")
         if not self.max_phase > 0.0:
@@ -82,7 +87,7 @@ class LRU(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
         self._check()
         start = jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         x = jnp.asarray(x, jnp.float32)
         length, width = x.shape
         size = self.state_size

@@ -33,6 +33,8 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.validation import check_chunk_size
+
 PyTree = Any
 ScanMethod = Literal["auto", "associative", "sequential"]
 
@@ -199,13 +201,12 @@ def run_memory_monoid(
 
     Returns ``(y[T, ...], carry_out)``.
     """
+    check_chunk_size(chunk_size)
     encode = (lambda inputs: inputs) if encode is None else encode
     length = start.shape[0]
     if chunk_size is None or chunk_size >= length:
         states, carry_out = scan_monoid(monoid, encode(elements), start, carry, method=method)
         return decode(states, decode_inputs), carry_out
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1 or None, got {chunk_size}")
 
     num_chunks = math.ceil(length / chunk_size)
     pad = num_chunks * chunk_size - length

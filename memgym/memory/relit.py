@@ -81,6 +81,7 @@ class ReLiTAttention(ReLiTFeatures):
         return relit_monoid()
 
     def head_carry(self) -> tuple[jax.Array, jax.Array]:
+        check_positive(eta=self.eta)
         width = self.eta * self.head_dim
         return jnp.zeros((self.head_dim, width)), jnp.zeros((width,))
 
@@ -111,6 +112,10 @@ class ReLiTTransformer(GatedTransformer):
 
     eta: int = 4
     chunk_size: int | None = 32
+
+    def _check(self) -> None:
+        super()._check()
+        check_positive(eta=self.eta)
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
         return ReLiTAttention(self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta, **module_kwargs)

@@ -15,7 +15,7 @@ lifted over time with ``nn.scan`` (parameters shared by every step).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -68,6 +68,9 @@ class LSTM(nn.Module):
 
     features: int
 
+    # x[T, F] first meets the cell's input-gate kernel [F, features] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ii", "kernel"), 0)
+
     def initialize_carry(self) -> tuple[jax.Array, jax.Array]:
         """The zero state ``(c, h)``, each ``[features]``; needs no parameters."""
         check_positive(features=self.features)
@@ -80,7 +83,7 @@ class LSTM(nn.Module):
     ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         check_positive(features=self.features)
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         return _run(self, nn.OptimizedLSTMCell, x, start, carry)
 
 
@@ -97,6 +100,9 @@ class GRU(nn.Module):
 
     features: int
 
+    # x[T, F] first meets the cell's reset-gate kernel [F, features] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ir", "kernel"), 0)
+
     def initialize_carry(self) -> jax.Array:
         """The zero hidden state ``h [features]``; needs no parameters."""
         check_positive(features=self.features)
@@ -106,5 +112,5 @@ class GRU(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
         check_positive(features=self.features)
         x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         return _run(self, nn.GRUCell, x, start, carry)

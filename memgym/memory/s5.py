@@ -27,13 +27,15 @@ left side), so the carry enters the scan as the element ``(1, a)``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.validation import check_chunk_size, check_positive, check_tape
 
 STEP_MIN = 1e-3  # range of the initial step sizes Δ (log-uniform; Smith et al. 2023 defaults)
 STEP_MAX = 1e-1
@@ -100,8 +102,12 @@ class S5(nn.Module):
     state_size: int = 64
     chunk_size: int | None = 256
 
+    # x[T, F] first meets B [state_size, F] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("b_real",), 1)
+
     def _check(self) -> None:
         check_positive(features=self.features, state_size=self.state_size)
+        check_chunk_size(self.chunk_size)
 
     def initialize_carry(self) -> jax.Array:
         self._check()
@@ -111,7 +117,7 @@ class S5(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
         self._check()
         start = jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         x = jnp.asarray(x, jnp.float32)
         length, width = x.shape
         size = self.state_size

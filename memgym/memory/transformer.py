@@ -19,14 +19,14 @@ per-head memory monoid into such a mixer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.validation import check_positive, check_tape, resolve_head_dim
+from memgym.memory.validation import check_chunk_size, check_positive, check_tape, resolve_head_dim
 
 
 class GRUGate(nn.Module):
@@ -145,6 +145,9 @@ class GatedTransformer(nn.Module):
     ff_size: int | None = None
     gate_bias: float = 2.0
 
+    # x[T, F] first meets the embedding kernel [F, features] (see validation.input_width).
+    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("embed", "kernel"), 0)
+
     @property
     def head_size(self) -> int:
         """Width of one head (``head_dim``, or ``features // num_heads`` when it is None)."""
@@ -159,6 +162,7 @@ class GatedTransformer(nn.Module):
         resolve_head_dim(self.features, self.num_heads, self.head_dim)
         if self.ff_size is not None:
             check_positive(ff_size=self.ff_size)
+        check_chunk_size(getattr(self, "chunk_size", None))
 
     def initialize_carry(self) -> tuple:
         self._check()
@@ -168,7 +172,7 @@ class GatedTransformer(nn.Module):
     def __call__(self, x: jax.Array, start: jax.Array, carry: tuple) -> tuple[jax.Array, tuple]:
         self._check()
         start = jnp.asarray(start, bool)
-        check_tape(x, start)
+        check_tape(x, start, self)
         h = nn.Dense(self.features, name="embed")(x)
         new_carry = []
         for layer in range(self.num_layers):

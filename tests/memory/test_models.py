@@ -27,6 +27,7 @@ SMALL = {
     "lstm": dict(features=16),
     "gru": dict(features=16),
     "gtrxl": dict(features=16, num_layers=2, num_heads=2, head_dim=8, memory_size=6),
+    "mlp": dict(features=16),  # memoryless: the laws hold trivially (empty carry, no cross-step flow)
 }
 ATOL = 2e-4
 
@@ -181,3 +182,68 @@ def test_heads_must_divide_width_when_head_dim_is_derived(name):
         jnp.ones((2, IN)), jnp.ones(2, bool), model.initialize_carry(),
     )
     assert y.shape == (2, 16)
+
+
+# Positive-integer options of the registered models (a model is tested on the ones it has).
+SIZE_OPTIONS = (
+    "features", "num_layers", "num_heads", "head_dim", "eta", "r",
+    "state_size", "memory_size", "context_size", "ff_size", "chunk_size",
+)
+SIZE_CASES = [
+    (name, option)
+    for name in sorted(SMALL)
+    for option in SIZE_OPTIONS
+    if option in memory.model_class(name).__dataclass_fields__
+]
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True], ids=["zero", "negative", "float", "bool"])
+@pytest.mark.parametrize("name, option", SIZE_CASES, ids=[f"{n}-{o}" for n, o in SIZE_CASES])
+def test_every_size_option_rejects_non_positive_integers(name, option, value):
+    """Sizes below 1 (r < 1, η < 1, no heads, …) or not integers fail before any parameter exists,
+    with a message naming the option and the value given."""
+    model = memory.make(name, **{**SMALL[name], option: value})
+    with pytest.raises(ValueError, match=rf"{option}={value!r}\b"):
+        model.initialize_carry()
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_input_width_must_match_the_initialised_width(name):
+    """``x`` with another feature width than at ``init`` is named, with both widths, on every call path."""
+    model, params = build(name)
+    message = rf"x has {IN + 2} features .* initialised for {IN}\b"
+    carry = model.initialize_carry()
+    for length in (1, 4):  # a streaming step and a tape
+        x, start = jnp.zeros((length, IN + 2)), jnp.zeros(length, bool)
+        with pytest.raises(ValueError, match=message):
+            model.model.apply(params, x, start, carry)
+        with pytest.raises(ValueError, match=message):
+            model.apply(params, x, start, carry)  # jitted: checked while tracing
+    batch = jnp.zeros((3, 4, IN + 2)), jnp.zeros((3, 4), bool)
+    carries = jax.tree.map(lambda c: jnp.stack([c] * 3), carry)
+    with pytest.raises(ValueError, match=message):
+        jax.vmap(model.model.apply, in_axes=(None, 0, 0, 0))(params, *batch, carries)
+    # The width it was initialised for still works, and so does init with another width.
+    y, _ = model.apply(params, jnp.zeros((4, IN)), jnp.zeros(4, bool), carry)
+    assert y.shape == (4, SMALL[name]["features"])
+    wide = model.model.init(jax.random.key(0), jnp.zeros((2, IN + 2)), jnp.zeros(2, bool), carry)
+    y, _ = model.model.apply(wide, jnp.zeros((2, IN + 2)), jnp.zeros(2, bool), carry)
+    assert y.shape == (2, SMALL[name]["features"])
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("x_rows, start_rows", [(4, 3), (3, 4), (1, 0)])
+def test_start_must_have_one_flag_per_row_of_x(name, x_rows, start_rows):
+    model, params = build(name)
+    message = rf"start must have shape \[T\] = \({x_rows},\).*got start with shape \({start_rows},\)"
+    with pytest.raises(ValueError, match=message):
+        model.model.apply(params, jnp.zeros((x_rows, IN)), jnp.zeros(start_rows, bool), model.initialize_carry())
+
+
+def test_unknown_model_name_lists_the_registered_ones():
+    for bad in ("LSTM", "", "s4"):
+        listing = ", ".join(sorted(memory.MODELS))
+        with pytest.raises(ValueError, match=rf"unknown memory model name {bad!r}; available: {listing}$"):
+            memory.make(bad)
+        with pytest.raises(ValueError, match="unknown memory model name"):
+            memory.model_class(bad)

@@ -1,13 +1,16 @@
 """Property tests of the memory monoids and the machinery that runs them (monoid paper §3, App. E).
 
-* Def. 3.1 — every operator is associative and has a two-sided identity: the three model
-  monoids (S5, LRU, FFM) and simple reference monoids (additive, affine, 2×2 matrix product).
+* Def. 3.1 — every operator is associative and has a two-sided identity: the model monoids
+  (S5, LRU, FFM, and the per-head monoids of the linear-attention, ReLiT and AReLiT mixers,
+  taken from the registered models themselves) and simple reference monoids (additive,
+  affine, 2×2 matrix product).
 * Thm. 3.4 — the resettable transform is again a monoid, and a begin flag on the right
   replaces the left state by the identity (reset isolation).
 * ``scan_monoid`` — the associative scan, ``lax.scan`` and a plain Python loop give the
   same states and carry, forwards and in reverse, with random begin flags and carry;
   ``run_memory_monoid`` gives the same outputs for any chunk size;
-* the S5 / LRU / FFM monoids, scanned, compute the linear recurrences they encode.
+* the S5 / LRU / FFM monoids, scanned, compute the linear recurrences they encode, and so do
+  the linear-attention, ReLiT (thesis Alg. 5, eq. 3.5–3.6) and AReLiT (Alg. 6, eq. 4.20–4.21) ones.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memgym import memory
+from memgym.memory.arelit import episode_steps
 from memgym.memory.ffm import ffm_monoid
 from memgym.memory.lru import lru_monoid
 from memgym.memory.monoid import Monoid, resettable, run_memory_monoid, scan_monoid
@@ -102,6 +107,21 @@ def matrix_monoid() -> Monoid:
     return Monoid(op=lambda a, b: a @ b, identity=lambda like: jnp.eye(2, dtype=like.dtype))
 
 
+# Shapes of one head for the attention monoids: value width D, key width E = η·D (non-square,
+# so a transposed outer product cannot pass) and R = r + 1 AReLiT components.
+HEAD_DIM, KEY_WIDTH, COMPONENTS = STATE, 2 * STATE, 3
+ATTENTION_CONFIGS = {
+    "linear_attention": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM),
+    "relit": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM, eta=KEY_WIDTH // HEAD_DIM),
+    "arelit": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM, eta=KEY_WIDTH // HEAD_DIM, r=COMPONENTS - 1),
+}
+
+
+def attention_monoid(name: str) -> Callable[[], Monoid]:
+    """The monoid a registered linear-attention model's mixer really scans (``mixer.monoid()``)."""
+    return lambda: memory.make(name, **ATTENTION_CONFIGS[name]).mixer(parent=None).monoid()
+
+
 BUILDERS: dict[str, Callable[..., Monoid]] = {
     "additive": additive_monoid,
     "affine": affine_monoid,
@@ -109,6 +129,7 @@ BUILDERS: dict[str, Callable[..., Monoid]] = {
     "s5": s5_monoid,
     "lru": lru_monoid,
     "ffm": ffm_monoid,
+    **{name: attention_monoid(name) for name in ATTENTION_CONFIGS},
 }
 
 
@@ -135,6 +156,37 @@ def diagonal_elements(batch: int) -> st.SearchStrategy:
     return st.tuples(complex_array((batch, STATE), 1.0), complex_array((batch, STATE), 3.0))
 
 
+def decay_array(shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
+    """Gate complements ``1 − β``, ``1 − γ`` of ReLiT / AReLiT: entries in ``[0, 1]``."""
+    return SEEDS.map(lambda seed: uniform_with_edges(np.random.default_rng(seed), shape, 0.0, 1.0))
+
+
+def linear_attention_element_strategy(batch: int) -> st.SearchStrategy:
+    # (C [D, D], s [D]): the running sums of v ⊗ φ(k) and φ(k).
+    return st.tuples(real_array((batch, HEAD_DIM, HEAD_DIM), 10.0), real_array((batch, HEAD_DIM), 10.0))
+
+
+def relit_element_strategy(batch: int) -> st.SearchStrategy:
+    # (u [D], w [E], C [D, E], s [E]): value / key decays, state, normaliser.
+    return st.tuples(
+        decay_array((batch, HEAD_DIM)),
+        decay_array((batch, KEY_WIDTH)),
+        real_array((batch, HEAD_DIM, KEY_WIDTH), 3.0),
+        real_array((batch, KEY_WIDTH), 3.0),
+    )
+
+
+def arelit_element_strategy(batch: int) -> st.SearchStrategy:
+    # (u [D], w [E], V [R, D], K [R, E], s [E]): decays, the r + 1 value / key components, normaliser.
+    return st.tuples(
+        decay_array((batch, HEAD_DIM)),
+        decay_array((batch, KEY_WIDTH)),
+        real_array((batch, COMPONENTS, HEAD_DIM), 3.0),
+        real_array((batch, COMPONENTS, KEY_WIDTH), 3.0),
+        real_array((batch, KEY_WIDTH), 3.0),
+    )
+
+
 NO_PARAMS = st.just(())
 CASES = [
     Case("additive", NO_PARAMS, lambda b: st.tuples(real_array((b, STATE), 10.0), real_array((b,), 10.0))),
@@ -149,10 +201,15 @@ CASES = [
             complex_array((b, STATE, 2), 3.0), int_array((b,), 20)
         ),
     ),
+    Case("linear_attention", NO_PARAMS, linear_attention_element_strategy),
+    Case("relit", NO_PARAMS, relit_element_strategy),
+    Case("arelit", NO_PARAMS, arelit_element_strategy),
 ]
 # Scans: the affine monoid (non-commutative, so direction matters), S5 (complex; LRU shares its
-# operator) and FFM (time-varying, integer leaf). Few cases and lengths keep the compiles cheap.
-SCAN_CASES = [case for case in CASES if case.name in ("affine", "s5", "ffm")]
+# operator), FFM (time-varying, integer leaf) and ReLiT (outer-product decays; AReLiT's operator
+# has the same structure and is scanned in test_attention_monoids_compute_their_recurrences).
+# Few cases and lengths keep the compiles cheap.
+SCAN_CASES = [case for case in CASES if case.name in ("affine", "s5", "ffm", "relit")]
 BY_NAME = pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 
 
@@ -329,7 +386,8 @@ def test_model_monoids_compute_their_recurrences(name: str, data: st.DataObject)
     length = data.draw(st.sampled_from(LENGTHS), label="T")
     start = jnp.zeros(length, bool)
     if name == "ffm":
-        alpha, omega = (jnp.asarray(p) for p in data.draw(CASES[-1].params, label="params"))
+        ffm_case = next(case for case in CASES if case.name == "ffm")
+        alpha, omega = (jnp.asarray(p) for p in data.draw(ffm_case.params, label="params"))
         inputs = data.draw(complex_array((length, STATE, 2), 3.0), label="inputs")
         carry = data.draw(complex_array((STATE, 2), 3.0), label="carry")
         elements = (jnp.asarray(inputs), jnp.ones(length, jnp.int32))
@@ -349,6 +407,95 @@ def test_model_monoids_compute_their_recurrences(name: str, data: st.DataObject)
         expected.append(state)
     for states, _ in scans(params, elements, start, carry_element, name=name, reverse=False):
         np.testing.assert_allclose(states[0] if name == "ffm" else states[1], np.stack(expected), **TOL)
+
+
+def attention_mixer(name: str):
+    """The (unbound) self-attention module of one layer of the registered model ``name``."""
+    return memory.make(name, **ATTENTION_CONFIGS[name]).mixer(parent=None)
+
+
+@functools.partial(jax.jit, static_argnames="name")
+def attention_scans(inputs: tuple, start: jax.Array, head_carry: Any, *, name: str) -> tuple:
+    """One head of the mixer of ``name``: its encoder ``f`` on ``inputs``, then ``scan_monoid`` by every method."""
+    mixer = attention_mixer(name)
+    elements = mixer.encode(inputs)
+    return tuple(
+        scan_monoid(mixer.monoid(), elements, start, mixer.to_element(head_carry), method=method) for method in METHODS
+    )
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_CONFIGS))
+@SETTINGS
+@given(data=st.data())
+def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObject):
+    """The mixers' encoder + monoid, scanned with begin flags and an incoming carry, are the
+    recurrences of the thesis, computed here step by step in float64 (a begin flag zeroes the
+    previous state first; AReLiT's step ``t`` restarts at 0 there):
+
+    * linear attention (Alg. 4): ``C_t = C_{t−1} + v_t ⊗ k_t``, ``s_t = s_{t−1} + k_t``;
+    * ReLiT (Alg. 5, eq. 3.5–3.6): ``C_t = ((1−β_t) ⊗ (1−γ_t)) ⊙ C_{t−1} + (β_t ⊙ v_t) ⊗ (γ_t ⊙ k_t)``,
+      ``s_t = (1−γ_t) ⊙ s_{t−1} + γ_t ⊙ k_t``;
+    * AReLiT (Alg. 6, eq. 4.20–4.21): for ``k = 0 … r``, ``ṽ_t^k = (1−β_t) ⊙ ṽ_{t−1}^k + cos(2πkt/r) β_t ⊙ v_t``,
+      ``k̃_t^k = (1−γ_t) ⊙ k̃_{t−1}^k + cos(2πkt/r) γ_t ⊙ k_t``, and ``s_t`` as in ReLiT.
+    """
+    length = data.draw(st.sampled_from(LENGTHS), label="T")
+    start = np.asarray(data.draw(bool_array((length,)), label="start"))
+    key_width = HEAD_DIM if name == "linear_attention" else KEY_WIDTH
+    v = data.draw(real_array((length, HEAD_DIM), 3.0), label="v").astype(np.float64)
+    k = data.draw(real_array((length, key_width), 3.0), label="k").astype(np.float64)
+    if name == "linear_attention":
+        inputs: tuple = (v, k)
+        carry = tuple(data.draw(real_array(shape, 3.0)) for shape in [(HEAD_DIM, HEAD_DIM), (HEAD_DIM,)])
+    else:
+        beta = data.draw(decay_array((length, HEAD_DIM)), label="beta").astype(np.float64)
+        gamma = data.draw(decay_array((length, KEY_WIDTH)), label="gamma").astype(np.float64)
+        inputs = (v, k, beta, gamma)
+        if name == "relit":
+            carry = tuple(data.draw(real_array(shape, 3.0)) for shape in [(HEAD_DIM, KEY_WIDTH), (KEY_WIDTH,)])
+        else:
+            carry = tuple(
+                data.draw(real_array(shape, 3.0))
+                for shape in [(COMPONENTS, HEAD_DIM), (COMPONENTS, KEY_WIDTH), (KEY_WIDTH,)]
+            )
+
+    # The recurrence, step by step.
+    state = [np.asarray(leaf, np.float64) for leaf in carry]
+    step_in = data.draw(st.integers(0, 50), label="step_in")  # AReLiT: the carry's step counter
+    expected, steps = [], []
+    r = COMPONENTS - 1
+    t = step_in
+    for i in range(length):
+        if start[i]:
+            state, t = [np.zeros_like(leaf) for leaf in state], 0
+        steps.append(t)
+        if name == "linear_attention":
+            state = [state[0] + np.outer(v[i], k[i]), state[1] + k[i]]
+        elif name == "relit":
+            decay = np.outer(1.0 - beta[i], 1.0 - gamma[i])
+            gated_v, gated_k = beta[i] * v[i], gamma[i] * k[i]
+            state = [decay * state[0] + np.outer(gated_v, gated_k), (1.0 - gamma[i]) * state[1] + gated_k]
+        else:
+            cos = np.cos(2.0 * np.pi * np.arange(r + 1) * t / r)[:, None]
+            state = [
+                (1.0 - beta[i]) * state[0] + cos * (beta[i] * v[i]),
+                (1.0 - gamma[i]) * state[1] + cos * (gamma[i] * k[i]),
+                (1.0 - gamma[i]) * state[2] + gamma[i] * k[i],
+            ]
+        expected.append(state)
+        t += 1
+    expected_states = [np.stack([s[j] for s in expected]) for j in range(len(carry))]
+
+    as32 = lambda tree: jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), tree)  # noqa: E731
+    if name == "arelit":
+        np.testing.assert_array_equal(episode_steps(jnp.asarray(start), jnp.int32(step_in)), steps)
+        inputs = (*inputs, jnp.asarray(steps, jnp.int32))
+        call_inputs = (*as32(inputs[:4]), inputs[4])
+    else:
+        call_inputs = as32(inputs)
+    mixer = attention_mixer(name)
+    for states, carry_out in attention_scans(call_inputs, jnp.asarray(start), as32(carry), name=name):
+        assert_trees_close(mixer.from_element(states), expected_states)
+        assert_trees_close(mixer.from_element(carry_out), [leaf[-1] for leaf in expected_states])
 
 
 @pytest.mark.parametrize("chunk_size", [None, 1, 3, 8])
