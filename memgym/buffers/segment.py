@@ -11,6 +11,11 @@ being filled is sampleable already, with its mask covering what is there). The
 surface matches :class:`~memgym.buffers.tape.TapeReplay` (``init``, ``add``,
 ``sample``, ``can_sample``) so an agent switches between TBB and SBB by config:
 ``sample(state, key, B)`` returns ``B // L`` segments, ``[B // L, L, ...]``.
+
+Episodes longer than the buffer are not an error here (unlike TBB): every fragment
+is a row of its own, and the ring simply overwrites the oldest rows, those of the
+same episode included. Asking for more transitions than are stored is an error
+when ``sample`` runs eagerly; under ``jit`` rows repeat (see :meth:`SegmentReplay.sample`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from memgym.buffers.tape import Batch
+from memgym.buffers.tape import Batch, check_transitions, is_concrete
 
 PyTree = Any
 
@@ -71,19 +76,32 @@ class SegmentReplay:
         return SegmentState(data, jnp.zeros(shape, bool), jnp.zeros(shape, bool), row, col, rows_used, added)
 
     def can_sample(self, state: SegmentState) -> jax.Array:
+        """True once at least one row (so at least one transition) is stored."""
         return state.rows_used > 0
 
+    def stored(self, state: SegmentState) -> jax.Array:
+        """Real (unpadded) transitions stored now: the ``True`` entries of ``state.mask``."""
+        return jnp.sum(state.mask, dtype=jnp.int32)
+
     def add(self, state: SegmentState, transitions: PyTree, begin: jax.Array) -> SegmentState:
-        """Split ``transitions[n]`` (begin flags ``begin[n]``) into the rows (eq. 23–27)."""
+        """Split ``transitions[n]`` (begin flags ``begin[n]``) into the rows (eq. 23–27).
+
+        Raises ``ValueError`` (always, also under ``jit``/``vmap``: these depend only on
+        shapes and dtypes) if ``begin`` is not a non-empty 1-D array, ``n > capacity``
+        (rows), or ``transitions`` differs from the stored data (the ``example`` given to
+        :meth:`init`) in tree structure, in a leaf's shape (``[n, *example_shape]``) or
+        in a leaf's dtype (same dtype after JAX's canonicalisation; weakly typed values
+        that JAX promotes to the stored dtype are accepted).
+        """
         begin = jnp.asarray(begin, bool)
         if begin.ndim != 1 or begin.shape[0] < 1:
             raise ValueError(f"begin must be a non-empty 1-D array of flags, got shape {begin.shape}")
         n, length = begin.shape[0], self.segment_length
         if n > self.capacity:
-            raise ValueError(f"cannot add {n} transitions at once to {self.capacity} rows (they could open {n} rows)")
-        for leaf in jax.tree.leaves(transitions):
-            if jnp.shape(leaf)[:1] != (n,):
-                raise ValueError(f"every transitions leaf needs leading size n = len(begin) = {n}, got {jnp.shape(leaf)}")
+            raise ValueError(
+                f"cannot add {n} transitions at once to capacity={self.capacity} rows (they could open {n} rows)"
+            )
+        check_transitions(state.data, transitions, n, stored_axes=2)
 
         # Steps since the fragment's anchor: the last begin flag, or (continuing the episode of
         # the row being filled) a virtual anchor ``col`` steps before this call.
@@ -112,13 +130,32 @@ class SegmentReplay:
         )
 
     def sample(self, state: SegmentState, key: jax.Array, batch_size: int) -> Batch:
-        """``batch_size // L`` rows drawn uniformly (with replacement): leaves ``[B // L, L, ...]``."""
+        """``batch_size // L`` rows drawn uniformly (with replacement): leaves ``[B // L, L, ...]``.
+
+        ``batch_size`` must be a positive Python ``int`` and a multiple of ``L``
+        (``ValueError`` otherwise, also under ``jit``). It must not exceed the real
+        (unpadded) transitions stored, :meth:`stored` (the ``True`` entries of
+        ``state.mask``, not ``rows × L``: a batch is meant to carry ``batch_size``
+        transitions, and padding carries none):
+
+        * called eagerly (concrete state), ``batch_size > stored(state)`` raises
+          ``ValueError`` (an empty buffer included);
+        * under ``jit``/``vmap`` it cannot raise: the rows are still drawn with
+          replacement, so more of them repeat; on an empty buffer every row is all
+          padding (``mask`` False). Check :meth:`can_sample` or ``stored(state)`` yourself.
+        """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
         if batch_size % self.segment_length:
             raise ValueError(
                 f"batch_size={batch_size} must be a multiple of segment_length={self.segment_length} "
                 "(a batch is batch_size // segment_length segments)"
+            )
+        if is_concrete(state.mask) and batch_size > int(self.stored(state)):
+            raise ValueError(
+                f"batch_size={batch_size} exceeds the {int(self.stored(state))} stored transitions "
+                f"(real transitions, padding not counted; {min(int(state.rows_used), self.capacity)} rows "
+                f"of segment_length={self.segment_length})"
             )
         available = jnp.maximum(jnp.minimum(state.rows_used, self.capacity), 1)
         rows = jax.random.randint(key, (batch_size // self.segment_length,), 0, available)

@@ -35,7 +35,10 @@ O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
   episode (a rollout that starts mid-episode into an empty tape, or the
   continuation of an episode longer than the whole tape) are dropped at once
   rather than kept unreachable: the head of the tape is always an episode start.
-  The begin flags of the added chunk append their positions to the index.
+  The begin flags of the added chunk append their positions to the index. An
+  episode that does not fit in the tape is an error when ``add`` runs eagerly;
+  under ``jit`` it cannot be, and its continuation is dropped and counted in
+  ``TapeState.dropped`` (see :meth:`TapeReplay.add`).
 * ``sample`` (Alg. 5, eq. 35): draw stored episodes uniformly at random (i.i.d.,
   as Alg. 5 does; §5.2's prose says "without replacement", which would make the
   chance of an episode depend on the others' lengths) and concatenate them until
@@ -43,7 +46,8 @@ O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
   stored episode can be drawn, the newest one included (the paper's pseudocode
   slices ``D[I[i]:I[i+1]]`` and so never reaches the last episode); the newest
   may still be running. Only the ``B`` drawn episodes' bounds are read from the
-  index.
+  index. Eagerly, ``B`` larger than the stored transitions is an error; under
+  ``jit`` the batch is filled with repeated episodes (see :meth:`TapeReplay.sample`).
 
 Several independent tapes (one per worker/environment, §5.1: "keep one D, I per
 worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_tapes`
@@ -57,9 +61,74 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 PyTree = Any
+
+
+def is_concrete(*values: Any) -> bool:
+    """True when no leaf of ``values`` is a JAX tracer (so it can be read on the host).
+
+    Inside ``jax.jit``, ``jax.vmap``, ``jax.lax.scan`` … the buffers' counters are
+    tracers and the data-dependent checks of ``add`` and ``sample`` are skipped
+    (they cannot raise there); called eagerly, the counters are concrete and the
+    checks run.
+    """
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(values))
+
+
+def _dtype_matches(value: Any, stored: np.dtype) -> bool:
+    """Whether ``value`` can be written into a ``stored`` field without a silent cast.
+
+    Accepted: the same dtype after JAX's canonicalisation (so a NumPy ``float64`` or
+    ``int64`` array matches a ``float32``/``int32`` field when 64-bit mode is off, as
+    ``jnp.asarray`` would make it anyway), and weakly typed values (results of Python
+    scalars) that JAX's own type promotion puts into ``stored`` (a weak ``int`` into a
+    float field, a weak ``float`` into ``float16``; not a weak ``float`` into an ``int`` field).
+    """
+    got = jax.dtypes.canonicalize_dtype(value.dtype if hasattr(value, "dtype") else np.result_type(value))
+    if got == stored:
+        return True
+    return bool(getattr(value, "weak_type", False)) and jnp.result_type(value, stored) == stored
+
+
+def check_transitions(data: PyTree, transitions: PyTree, n: int, stored_axes: int) -> None:
+    """Static check of ``transitions`` (``n`` of them) against the stored ``data`` fields.
+
+    ``data`` leaves are ``[*storage, ...]`` with ``stored_axes`` storage axes (TBB: 1,
+    SBB: 2); every ``transitions`` leaf must be ``[n, ...]`` with the same trailing shape
+    and the same dtype (see :func:`_dtype_matches`), in the same tree structure. Raises
+    ``ValueError`` naming the field path, the expected and the got value. Depends only on
+    shapes and dtypes, so it runs under ``jit``/``vmap`` too (at trace time).
+    """
+    stored_paths, stored_def = jax.tree_util.tree_flatten_with_path(data)
+    got_paths, got_def = jax.tree_util.tree_flatten_with_path(transitions)
+    if stored_def != got_def:
+        stored_names = [jax.tree_util.keystr(p) for p, _ in stored_paths]
+        got_names = [jax.tree_util.keystr(p) for p, _ in got_paths]
+        missing = [k for k in stored_names if k not in got_names]
+        unexpected = [k for k in got_names if k not in stored_names]
+        detail = (f"; missing fields {missing}" if missing else "") + (
+            f"; unexpected fields {unexpected}" if unexpected else ""
+        )
+        raise ValueError(
+            "transitions must have the tree structure of the stored data (the example given to init): "
+            f"expected {stored_def}, got {got_def}{detail}"
+        )
+    for (path, stored), (_, leaf) in zip(stored_paths, got_paths):
+        name = "transitions" + jax.tree_util.keystr(path)
+        expected_shape = (n,) + tuple(stored.shape[stored_axes:])
+        shape = tuple(np.shape(leaf))
+        if shape != expected_shape:
+            raise ValueError(
+                f"{name}: expected shape {expected_shape} (n = len(begin) = {n} transitions of trailing shape "
+                f"{expected_shape[1:]} as stored), got shape {shape}"
+            )
+        if not _dtype_matches(leaf, stored.dtype):
+            got = leaf.dtype if hasattr(leaf, "dtype") else np.result_type(leaf)
+            weak = " (weakly typed)" if getattr(leaf, "weak_type", False) else ""
+            raise ValueError(f"{name}: expected dtype {stored.dtype} as stored, got dtype {got}{weak}")
 
 
 @struct.dataclass
@@ -208,16 +277,38 @@ class TapeReplay:
     # --- Alg. 4 ---------------------------------------------------------------------------
 
     def add(self, state: TapeState, transitions: PyTree, begin: jax.Array) -> TapeState:
-        """Append ``transitions[n]`` with begin flags ``begin[n]`` (Alg. 4, off-policy branch)."""
+        """Append ``transitions[n]`` with begin flags ``begin[n]`` (Alg. 4, off-policy branch).
+
+        Raises ``ValueError`` (always, also under ``jit``/``vmap``: these depend only on
+        shapes and dtypes) if ``begin`` is not a non-empty 1-D array, ``n > capacity``, or
+        ``transitions`` differs from the stored data (the ``example`` given to :meth:`init`)
+        in tree structure, in a leaf's shape (``[n, *example_shape]``) or in a leaf's dtype
+        (same dtype after JAX's canonicalisation; weakly typed values that JAX promotes to
+        the stored dtype are accepted).
+
+        An episode that does not fit in the tape: when the transitions that continue the
+        newest stored episode need room that only evicting that episode itself can make
+        (its length so far plus the transitions added after it exceed ``capacity``), the
+        episode is evicted and its continuation has no stored start.
+
+        * Called eagerly (concrete state), this raises ``ValueError`` ("an episode of at
+          least N transitions does not fit in capacity=C").
+        * Under ``jit``/``vmap`` it cannot raise: the continuation is dropped (not stored)
+          and counted in ``state.dropped``, and so are the further transitions of that
+          episode in later calls, until the next begin flag. Check with
+          ``state.dropped`` (``size + evicted + dropped == added`` always holds).
+
+        Transitions added to an empty tape before the first begin flag (a stream that
+        starts mid-episode) are dropped and counted in ``dropped`` in both cases,
+        without an error.
+        """
         begin = jnp.asarray(begin, bool)
         n = begin.shape[0] if begin.ndim == 1 else -1
         if n < 1:
             raise ValueError(f"begin must be a non-empty 1-D array of flags, got shape {begin.shape}")
         if n > self.capacity:
-            raise ValueError(f"cannot add {n} transitions to a tape of capacity {self.capacity}")
-        for leaf in jax.tree.leaves(transitions):
-            if jnp.shape(leaf)[:1] != (n,):
-                raise ValueError(f"every transitions leaf needs leading size n = len(begin) = {n}, got {jnp.shape(leaf)}")
+            raise ValueError(f"cannot add {n} transitions to a tape of capacity={self.capacity}")
+        check_transitions(state.data, transitions, n, stored_axes=1)
 
         # Evict whole oldest episodes until n more fit: the new head is the first episode
         # start at or after the first position that must go (or past the end: drop all).
@@ -233,6 +324,8 @@ class TapeReplay:
         # Into an empty tape, transitions before the first begin flag have no episode start.
         first_begin = jnp.where(jnp.any(begin), jnp.argmax(begin), n)
         skip = jnp.where(size == 0, first_begin, 0)
+        if is_concrete(state.size, state.num_episodes, skip):
+            self._check_episode_fits(state, n, int(skip))
         keep = jnp.arange(n) >= skip
         ring = (head + size + jnp.arange(n) - skip) % self.capacity
         dest = jnp.where(keep, ring, self.capacity)  # out of bounds: the write is dropped
@@ -260,15 +353,47 @@ class TapeReplay:
             num_episodes=(num_episodes + new_count).astype(jnp.int32),
         )
 
+    def _check_episode_fits(self, state: TapeState, n: int, skip: int) -> None:
+        """Eager half of :meth:`add`: raise if the add would drop the continuation of a stored episode."""
+        if skip == 0 or int(state.size) == 0:
+            return  # nothing dropped, or a stream that starts mid-episode into an empty tape
+        # The evictions emptied the tape, the newest (running) episode included, and the
+        # first ``skip`` transitions of this call continue it.
+        _, newest = self._episode_start(state, state.num_episodes - 1)
+        stored = int(state.size) - int(newest)
+        length = stored + skip
+        if length > self.capacity:
+            why = f"an episode of at least {length} transitions does not fit in capacity={self.capacity}"
+        else:
+            why = (
+                f"an episode of at least {length} transitions does not fit in capacity={self.capacity} "
+                f"together with the {n - skip} transitions added after it in the same call "
+                f"({stored + n} slots needed)"
+            )
+        raise ValueError(
+            f"{why}: add would evict its {stored} stored transitions and drop the {skip} that continue it "
+            "(under jit they are dropped and counted in TapeState.dropped); use a larger capacity"
+        )
+
     # --- Alg. 5 ---------------------------------------------------------------------------
 
     def sample(self, state: TapeState, key: jax.Array, batch_size: int) -> Batch:
         """Exactly ``batch_size`` transitions: uniformly drawn whole episodes, concatenated (eq. 35).
 
-        Requires :meth:`can_sample`; on an empty tape the result is meaningless (all-zero data).
+        ``batch_size`` must be a positive Python ``int`` (``ValueError`` otherwise, also
+        under ``jit``). It must not exceed the stored transitions (``state.size``):
+
+        * called eagerly (concrete state), ``batch_size > state.size`` raises ``ValueError``
+          (an empty tape included);
+        * under ``jit``/``vmap`` it cannot raise and the batch is still filled: episodes are
+          drawn i.i.d., so some repeat (a batch may repeat episodes at any size, only more
+          so here); on an empty tape the result is meaningless (all-zero data). Check
+          :meth:`can_sample` (something stored) or ``state.size >= batch_size`` yourself.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
+        if is_concrete(state.size) and batch_size > int(state.size):
+            raise ValueError(f"batch_size={batch_size} exceeds the {int(state.size)} stored transitions")
         # batch_size draws always suffice: every episode has at least one transition.
         drawn = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.num_episodes, 1))
         start_ring, start = self._episode_start(state, drawn)
@@ -286,12 +411,26 @@ class TapeReplay:
         return Batch(data=data, begin=offset == 0, mask=jnp.ones(batch_size, bool))
 
     def sample_tapes(self, states: TapeState, key: jax.Array, batch_size: int) -> Batch:
-        """Sample from ``k`` vmapped tapes: ``batch_size // k`` transitions from each, concatenated."""
+        """Sample from ``k`` vmapped tapes: ``batch_size // k`` transitions from each, concatenated.
+
+        Eagerly, raises ``ValueError`` if a tape stores fewer than ``batch_size // k``
+        transitions; under ``jit`` that check is skipped (see :meth:`sample`).
+        """
         count = states.begin.shape[0] if states.begin.ndim == 2 else 0
         if count < 1:
             raise ValueError("sample_tapes needs a vmapped TapeState (leading axis: one tape per worker)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
         if batch_size % count:
             raise ValueError(f"batch_size={batch_size} must be a multiple of the number of tapes ({count})")
+        if is_concrete(states.size):
+            sizes = np.asarray(states.size)
+            if batch_size // count > sizes.min():
+                tape = int(sizes.argmin())
+                raise ValueError(
+                    f"batch_size={batch_size} exceeds the stored transitions: it takes {batch_size // count} from "
+                    f"each of the {count} tapes, but tape {tape} stores {int(sizes[tape])}"
+                )
         keys = jax.random.split(key, count)
         batches = jax.vmap(lambda s, k: self.sample(s, k, batch_size // count))(states, keys)
         return jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batches)

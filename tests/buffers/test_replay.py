@@ -160,13 +160,39 @@ def test_tape_index_matches_begin_flags(sizes, seed, begin_rate):
 
 def test_tape_drops_transitions_without_an_episode_start():
     buf = TapeReplay(8)
+    # A stream that starts mid-episode into an empty tape: dropped and counted, eagerly too.
     state = buf.add(buf.init(jnp.int32(0)), jnp.arange(4), jnp.array([0, 0, 1, 0], bool))
     assert int(state.size) == 2 and int(state.dropped) == 2
-    # an episode longer than the whole tape leaves nothing behind but its successor
-    state = buf.add(state, jnp.arange(10, 18), jnp.zeros(8, bool))
-    assert int(state.size) == 0
-    state = buf.add(state, jnp.arange(20, 23), jnp.array([0, 1, 0], bool))
+    state = buf.add(state, jnp.arange(4, 6), jnp.array([1, 0], bool))
+    assert int(state.size) == 4 and int(state.dropped) == 2
+
+
+def test_tape_episode_longer_than_capacity():
+    buf = TapeReplay(8)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(4), jnp.array([0, 0, 1, 0], bool))
+    # Eagerly, an episode longer than the whole tape is an error (2 stored + 8 continuing).
+    with pytest.raises(ValueError, match="an episode of at least 10 transitions does not fit in capacity=8"):
+        buf.add(state, jnp.arange(10, 18), jnp.zeros(8, bool))
+    # Under jit it cannot raise: the episode leaves nothing behind but its successor, and
+    # the lost transitions are counted.
+    add = jax.jit(buf.add)
+    state = add(state, jnp.arange(10, 18), jnp.zeros(8, bool))
+    assert int(state.size) == 0 and int(state.evicted) == 2 and int(state.dropped) == 2 + 8
+    state = add(state, jnp.arange(20, 23), jnp.array([0, 1, 0], bool))
+    assert int(state.dropped) == 2 + 8 + 1
     assert np.asarray(buf.ordered(state)[0])[:2].tolist() == [21, 22]
+    assert int(state.size + state.evicted + state.dropped) == int(state.added)
+
+
+def test_tape_episode_that_fits_only_without_the_rest_of_the_chunk():
+    """A running episode of 5 continued by 1, then 5 more in the same call: 11 slots > 8."""
+    buf = TapeReplay(8)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(5), jnp.eye(1, 5, 0, bool)[0])
+    chunk, flags = jnp.arange(5, 11), jnp.array([0, 1, 0, 0, 0, 0], bool)
+    with pytest.raises(ValueError, match=r"at least 6 transitions does not fit in capacity=8 together with the 5"):
+        buf.add(state, chunk, flags)
+    state = jax.jit(buf.add)(state, chunk, flags)
+    assert int(state.dropped) == 1 and int(state.evicted) == 5 and int(state.size) == 5
 
 
 def test_tapes_vmap_one_per_worker():
@@ -249,6 +275,35 @@ def test_segment_sampling_is_uniform_over_rows():
     assert ((counts - expected) ** 2 / expected).sum() < 18.47  # 99.9%, 4 dof (5 rows)
 
 
+def test_segments_vmap_one_per_worker():
+    workers, length = 3, 3
+    buf = SegmentReplay(10, length)
+    example = {"id": jnp.int32(0), "x": jnp.zeros(2)}
+    states = jax.vmap(lambda _: buf.init(example))(jnp.arange(workers))
+    add = jax.jit(jax.vmap(buf.add))
+    singles = [buf.init(example) for _ in range(workers)]
+    for step in range(5):
+        ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step + 1
+        data = {"id": ids, "x": jnp.ones((workers, ADD, 2))}
+        begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0).at[1, 4].set(True)
+        states = add(states, data, begin)
+        for w in range(workers):  # the same stream, one worker at a time, eagerly
+            singles[w] = buf.add(singles[w], jax.tree.map(lambda x: x[w], data), begin[w])
+    for w in range(workers):
+        one = jax.tree.map(lambda x: x[w], states)
+        for got, want in zip(jax.tree.leaves(one), jax.tree.leaves(singles[w])):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    sample = jax.jit(jax.vmap(buf.sample, in_axes=(0, 0, None)), static_argnums=2)
+    batch = sample(states, jax.random.split(jax.random.key(0), workers), 12)
+    assert batch.data["id"].shape == batch.mask.shape == batch.begin.shape == (workers, 4, length)
+    assert batch.data["x"].shape == (workers, 4, length, 2)
+    ids, mask = np.asarray(batch.data["id"]), np.asarray(batch.mask)
+    for w in range(workers):
+        real = ids[w][mask[w]]
+        assert real.size and set((((real - 1) % 100) // ADD).tolist()) == {w}  # each from its own buffer
+        assert np.all(ids[w][~mask[w]] == 0)
+
+
 def test_same_surface_and_bad_input():
     for kind in ("tape", "segment"):
         buf = make_replay(kind, 64, segment_length=4)
@@ -260,13 +315,160 @@ def test_same_surface_and_bad_input():
         assert int(batch.mask.sum()) <= 8 and batch.data.shape[-1] == 3
     with pytest.raises(ValueError, match="kind must be 'tape' or 'segment'"):
         make_replay("ring", 10)
-    with pytest.raises(ValueError, match="capacity=0"):
-        TapeReplay(0)
-    with pytest.raises(ValueError, match="segment_length=0"):
-        SegmentReplay(4, 0)
     with pytest.raises(ValueError, match="cannot add 30 transitions"):
         tape.add(tape.init(jnp.int32(0)), jnp.arange(30), jnp.ones(30, bool))
-    with pytest.raises(ValueError, match="leading size n"):
+    with pytest.raises(ValueError, match="transitions: expected shape"):
         tape.add(tape.init(jnp.int32(0)), jnp.arange(3), jnp.ones(4, bool))
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
-        tape.sample(tape.init(jnp.int32(0)), jax.random.key(0), 0)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+BUFFERS = {"tape": lambda: TapeReplay(16), "segment": lambda: SegmentReplay(8, 2)}
+
+
+def example_transition():
+    return {"obs": jnp.zeros(3), "action": jnp.int32(0), "done": jnp.bool_(False)}
+
+
+def transitions(n: int, **override):
+    data = {"obs": jnp.ones((n, 3)), "action": jnp.arange(n, dtype=jnp.int32), "done": jnp.zeros(n, bool)}
+    return dict(data, **override)
+
+
+@pytest.mark.parametrize("capacity", [0, -3, 2.5, True])
+def test_capacity_below_one(capacity):
+    for make in (TapeReplay, lambda c: SegmentReplay(c, 2)):
+        with pytest.raises(ValueError, match=rf"capacity must be a positive integer, got capacity={capacity!r}"):
+            make(capacity)
+
+
+@pytest.mark.parametrize("length", [0, -1, 1.5])
+def test_segment_length_below_one(length):
+    with pytest.raises(ValueError, match=rf"segment_length must be a positive integer, got segment_length={length!r}"):
+        SegmentReplay(4, length)
+    with pytest.raises(ValueError, match=rf"got segment_length={length!r}"):
+        make_replay("segment", 64, segment_length=length)
+
+
+def test_make_replay_capacity():
+    for kind in ("tape", "segment"):
+        with pytest.raises(ValueError, match="capacity must be a positive integer, got capacity=0"):
+            make_replay(kind, 0, segment_length=4)
+    with pytest.raises(ValueError, match="capacity=3 is smaller than one segment of segment_length=4"):
+        make_replay("segment", 3, segment_length=4)
+    with pytest.raises(ValueError, match="segment_length is required"):
+        make_replay("segment", 64)
+    assert make_replay("segment", 9, segment_length=4) == SegmentReplay(2, 4)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+@pytest.mark.parametrize("batch_size", [0, -4, 2.0, True])
+def test_batch_size_not_positive(kind, batch_size):
+    buf = BUFFERS[kind]()
+    state = buf.add(buf.init(example_transition()), transitions(4), jnp.array([1, 0, 0, 0], bool))
+    with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got batch_size={batch_size!r}"):
+        buf.sample(state, jax.random.key(0), batch_size)
+    with pytest.raises(ValueError, match=rf"batch_size={batch_size!r}"):  # under jit too (static)
+        jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), batch_size)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+def test_batch_size_above_stored(kind):
+    buf = BUFFERS[kind]()
+    empty = buf.init(example_transition())
+    with pytest.raises(ValueError, match="batch_size=2 exceeds the 0 stored transitions"):
+        buf.sample(empty, jax.random.key(0), 2)
+    state = buf.add(empty, transitions(2), jnp.array([1, 0], bool))
+    with pytest.raises(ValueError, match="batch_size=16 exceeds the 2 stored transitions"):
+        buf.sample(state, jax.random.key(0), 16)
+    assert buf.sample(state, jax.random.key(0), 2).mask.sum() == 2  # exactly what is stored is fine
+    # Under jit the check cannot run: the batch is filled from what is stored (repeating).
+    batch = jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), 16)
+    assert batch.mask.size == 16
+    assert set(np.asarray(batch.data["action"])[np.asarray(batch.mask)].tolist()) <= {0, 1}
+
+
+def test_segment_batch_counts_real_transitions_not_padding():
+    buf = SegmentReplay(8, 4)
+    state = buf.add(buf.init(jnp.int32(0)), jnp.arange(1, 6), jnp.array([1, 0, 1, 0, 1], bool))
+    assert int(state.rows_used) == 3 and int(buf.stored(state)) == 5  # 12 slots, 5 real
+    assert buf.sample(state, jax.random.key(0), 4).data.shape == (1, 4)
+    with pytest.raises(ValueError, match=r"batch_size=8 exceeds the 5 stored transitions \(real transitions"):
+        buf.sample(state, jax.random.key(0), 8)
+
+
+def test_sample_tapes_batch_size_above_stored():
+    states = jax.vmap(lambda _: tape.init(jnp.int32(0)))(jnp.arange(2))
+    states = jax.vmap(tape.add)(states, jnp.arange(8).reshape(2, 4), jnp.ones((2, 4), bool).at[1, 2:].set(False))
+    assert tape.sample_tapes(states, jax.random.key(0), 8).data.shape == (8,)
+    with pytest.raises(ValueError, match="batch_size=10 exceeds the stored transitions: it takes 5 from each"):
+        tape.sample_tapes(states, jax.random.key(0), 10)
+    assert jax.jit(tape.sample_tapes, static_argnums=2)(states, jax.random.key(0), 10).data.shape == (10,)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+@pytest.mark.parametrize("jit", [False, True])
+def test_mismatched_shape(kind, jit):
+    buf = BUFFERS[kind]()
+    add = jax.jit(buf.add) if jit else buf.add
+    state = buf.init(example_transition())
+    begin = jnp.ones(4, bool)
+    with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected shape \(4, 3\).*got shape \(4, 5\)"):
+        add(state, transitions(4, obs=jnp.ones((4, 5))), begin)
+    with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected shape \(4, 3\).*got shape \(4,\)"):
+        add(state, transitions(4, obs=jnp.ones(4)), begin)
+    with pytest.raises(ValueError, match=r"transitions\['action'\]: expected shape \(4,\).*got shape \(3,\)"):
+        add(state, transitions(4, action=jnp.arange(3)), begin)
+    with pytest.raises(ValueError, match=r"transitions\['done'\]: expected shape \(4,\).*got shape \(4, 1\)"):
+        add(state, transitions(4, done=jnp.zeros((4, 1), bool)), begin)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+@pytest.mark.parametrize("jit", [False, True])
+def test_mismatched_dtype(kind, jit):
+    buf = BUFFERS[kind]()
+    add = jax.jit(buf.add) if jit else buf.add
+    state = buf.init(example_transition())
+    begin = jnp.ones(4, bool)
+    with pytest.raises(ValueError, match=r"transitions\['action'\]: expected dtype int32 as stored, got dtype float32"):
+        add(state, transitions(4, action=jnp.zeros(4)), begin)
+    with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected dtype float32 as stored, got dtype int32"):
+        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.int32)), begin)
+    with pytest.raises(ValueError, match=r"transitions\['done'\]: expected dtype bool as stored, got dtype uint8"):
+        add(state, transitions(4, done=np.zeros(4, np.uint8)), begin)
+    with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected dtype float32 as stored, got dtype bfloat16"):
+        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.bfloat16)), begin)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+def test_dtypes_equal_after_canonicalisation_are_accepted(kind):
+    """NumPy 64-bit arrays (as JAX would store them with x64 off) and weak Python-scalar results."""
+    buf = BUFFERS[kind]()
+    state = buf.init(example_transition())
+    begin = jnp.array([1, 0, 0, 0], bool)
+    host = {"obs": np.ones((4, 3)), "action": np.arange(4), "done": np.zeros(4, bool)}  # float64, int64
+    if not jax.config.jax_enable_x64:
+        state = buf.add(state, host, begin)
+    weak = jax.jit(lambda s: buf.add(s, transitions(4, obs=jnp.broadcast_to(2, (4, 3))), begin))(state)
+    assert weak.data["obs"].dtype == jnp.float32
+    with pytest.raises(ValueError, match=r"transitions\['action'\]: expected dtype int32.*float32 \(weakly typed\)"):
+        jax.jit(lambda s: buf.add(s, transitions(4, action=jnp.broadcast_to(1.5, (4,))), begin))(state)
+
+
+@pytest.mark.parametrize("kind", BUFFERS)
+@pytest.mark.parametrize("jit", [False, True])
+def test_mismatched_tree_structure(kind, jit):
+    buf = BUFFERS[kind]()
+    add = jax.jit(buf.add) if jit else buf.add
+    state = buf.init(example_transition())
+    begin = jnp.ones(4, bool)
+    data = transitions(4)
+    del data["done"]
+    with pytest.raises(ValueError, match=r"tree structure.*missing fields \[\"\['done'\]\"\]"):
+        add(state, data, begin)
+    with pytest.raises(ValueError, match=r"tree structure.*unexpected fields \[\"\['extra'\]\"\]"):
+        add(state, transitions(4, extra=jnp.zeros(4)), begin)
+    with pytest.raises(ValueError, match="tree structure"):
+        add(state, tuple(transitions(4).values()), begin)
+    with pytest.raises(ValueError, match="tree structure"):
+        add(state, jnp.ones((4, 3)), begin)
