@@ -5,8 +5,10 @@ upstream class (``popgym.envs.<Name>()``) and on :class:`memgym.envs.popgym.PopG
 around it (with and without the previous action in the observation), resetting
 at each episode end; and, as users make them, popgym's own registered id
 (``gymnasium.make("popgym-<Name>-v0")``) against memgym's
-(``gymnasium.make("memgym/popgym-<Name>-v0")``), both carrying gymnasium's
-passive checker wrapper. Runs alternate between the variants; the table shows
+(``gymnasium.make("memgym/popgym-<Name>-v0")``). Both ids are registered with
+``order_enforce=False``, so both ``make`` variants are the env inside the same
+single ``PassiveEnvChecker`` (the script prints the two wrapper stacks and stops if
+they differ): like with like. Runs alternate between the variants; the table shows
 the median of the repeats and the wrapper's overhead per step (time wrapped /
 time raw - 1, and the difference in microseconds per step).
 
@@ -30,6 +32,7 @@ from memgym.envs.popgym import PopGymEnv, _popgym_class, popgym_env_id
 
 DEFAULT_ENVS = (
     "RepeatFirstEasy",
+    "RepeatPreviousEasy",
     "CountRecallEasy",
     "AutoencodeEasy",
     "MultiarmedBanditEasy",
@@ -64,6 +67,12 @@ def measure(name: str, steps: int, repeats: int) -> dict[str, float]:
         "popgym make": gym.make(f"popgym-{name}-v0"),  # registered by `import popgym`
         "memgym make": gym.make(popgym_env_id(name)),
     }
+    stacks = [str(variants[key]).replace(f"popgym-{name}-v0", "<id>").replace("memgym/", "")
+              for key in ("popgym make", "memgym make")]
+    stacks = [stack.replace(f"<{name}<", "<ENV<").replace("<PopGymEnv<", "<ENV<") for stack in stacks]
+    if stacks[0] != stacks[1]:
+        raise RuntimeError(f"gymnasium.make wraps the two envs differently: {variants['popgym make']} "
+                           f"vs {variants['memgym make']}")
     raw.action_space.seed(0)
     actions = [raw.action_space.sample() for _ in range(steps)]
     seconds: dict[str, list[float]] = {key: [] for key in variants}
@@ -91,6 +100,9 @@ def main() -> None:
     print(f"popgym wrapper overhead ({platform.processor() or platform.machine()}, numpy {np.__version__}); "
           f"{steps} random-action steps x {repeats} repeats, median")
     print("steps/s; 'wrapped' = PopGymEnv(prev_action=True) around the raw class; overhead = time ratio - 1")
+    example = args.envs[0]
+    _popgym_class(example)  # imports popgym, which registers its own ids
+    print(f"make variants: {gym.make(f'popgym-{example}-v0')} vs {gym.make(popgym_env_id(example))}")
     header = (
         f"{'env':<30} {'raw':>9} {'wrapped':>9} {'overhead':>9} {'+us/step':>9} {'no prev act':>12} "
         f"{'overhead':>9} {'popgym make':>12} {'memgym make':>12} {'overhead':>9}"

@@ -5,6 +5,7 @@ popgym is an optional extra, so the whole module is skipped without it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from gymnasium.utils.env_checker import check_env
 popgym_envs = pytest.importorskip("popgym.envs")
 
 import memgym  # noqa: E402,F401  (registers the environments)
+import memgym.envs.popgym as popgym_module  # noqa: E402
 from memgym.envs.popgym import (  # noqa: E402
     DIFFICULTIES,
     LABYRINTH_TASKS,
@@ -334,3 +336,152 @@ def test_custom_upstream_instance():
     _, rewards, infos = play_episode(env, lambda first, obs: 0, seed=0)
     assert len(rewards) == 103 and sum(r != 0 for r in rewards) == 104 - 8
     assert -1.0 <= infos[-1]["normalized_return"] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------
+# The fast observation encoders (precomputed rows) against the reference encoding
+
+
+def all_values(space: spaces.Space) -> list:
+    """Every value of a small all-discrete space (an independent enumeration)."""
+    if isinstance(space, spaces.Discrete):
+        return [int(space.start) + i for i in range(int(space.n))]
+    if isinstance(space, spaces.MultiDiscrete):
+        ranges = [range(s, s + n) for s, n in zip(space.start.tolist(), space.nvec.tolist())]
+        return [np.array(combo, dtype=space.dtype) for combo in itertools.product(*ranges)]
+    assert isinstance(space, spaces.Tuple)
+    return [tuple(combo) for combo in itertools.product(*(all_values(sub) for sub in space.spaces))]
+
+
+def cardinality(space: spaces.Space) -> float:
+    """Number of values of a discrete space (inf for Box and the like)."""
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return math.prod(space.nvec.reshape(-1).tolist())
+    if isinstance(space, spaces.Tuple):
+        return math.prod(cardinality(sub) for sub in space.spaces)
+    return math.inf
+
+
+def some_values(space: spaces.Space, count: int = 40) -> list:
+    """All values of a small discrete space, else ``count`` samples."""
+    if cardinality(space) <= 2000 and not (isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim > 1):
+        return all_values(space)
+    space.seed(0)
+    return [space.sample() for _ in range(count)]
+
+
+def assert_encoders_match_reference(obs_space, action_space, expected_kind=None):
+    """Every (observation, action) pair -- or a sample of them -- encodes exactly as
+    ``spaces.flatten`` does, after reset (zero action slot) and after a step."""
+    for with_action in (True, False):
+        size, low, high, encode_reset, encode_step, kind = popgym_module._observation_encoders(
+            obs_space, action_space if with_action else None
+        )
+        if expected_kind is not None and with_action:
+            assert kind == expected_kind
+        check = popgym_module._action_checker(action_space)
+        box = spaces.Box(low, high, (size,), np.float32)
+        for obs in some_values(obs_space):
+            flat_obs = spaces.flatten(obs_space, obs).astype(np.float32)
+            zeros = np.zeros(spaces.flatdim(action_space) if with_action else 0, np.float32)
+            first = encode_reset(obs)
+            np.testing.assert_array_equal(first, np.concatenate([flat_obs, zeros]))
+            assert first.dtype == np.float32 and first.flags.writeable and first in box
+            for action in some_values(action_space, 5):
+                out = encode_step(obs, check(action))
+                expected = flat_obs
+                if with_action:
+                    expected = np.concatenate([flat_obs, spaces.flatten(action_space, action).astype(np.float32)])
+                np.testing.assert_array_equal(out, expected)
+                out[:] = 7.0  # a fresh array each call: writing it changes no later output
+            np.testing.assert_array_equal(encode_reset(obs), first)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["RepeatFirstEasy", "RepeatPreviousHard", "AutoencodeHard", "CountRecallHard", "MultiarmedBanditHard",
+     "HigherLowerEasy", "BattleshipMedium", "MineSweeperHard", "ConcentrationEasy", "PositionOnlyCartPoleEasy",
+     "NoisyPositionOnlyPendulumEasy"],
+)
+def test_fast_encoders_equal_reference_encoding_of_every_value(name):
+    raw = getattr(popgym_envs, name)()
+    assert_encoders_match_reference(raw.observation_space, raw.action_space)
+
+
+@pytest.mark.parametrize(
+    "obs_space, action_space, kind",
+    [
+        (spaces.Discrete(5, start=-2), spaces.Discrete(3, start=1), "table"),
+        (spaces.MultiDiscrete([3, 4], start=[1, -1]), spaces.MultiDiscrete([2, 3, 2], start=[0, 5, -1]), "table"),
+        (spaces.Tuple((spaces.Discrete(2, start=3), spaces.Discrete(3))), spaces.Discrete(4), "table"),
+        (spaces.Tuple((spaces.Discrete(2), spaces.MultiDiscrete([2, 3]))), spaces.Discrete(2, start=5), "table"),
+        (spaces.MultiDiscrete([3] * 20), spaces.Discrete(6), "action table"),
+        (spaces.Box(-1, 1, (3,), np.float32), spaces.MultiDiscrete([2, 2]), "action table"),
+        (spaces.Tuple((spaces.Discrete(3), spaces.Box(0, 1, (2,), np.float32))), spaces.Discrete(2), "action table"),
+        (spaces.MultiBinary(4), spaces.Box(-2, 2, (2,), np.float32), "zeros"),
+        (spaces.Discrete(3), spaces.Box(-2, 2, (1,), np.float32), "zeros"),
+        (spaces.Box(-1, 1, (2, 2), np.float32), spaces.MultiDiscrete([[2, 2], [2, 2]]), "zeros"),
+        (spaces.Discrete(5000), spaces.Discrete(3), "action table"),
+    ],
+)
+def test_every_encoding_strategy_equals_reference(obs_space, action_space, kind):
+    assert_encoders_match_reference(obs_space, action_space, kind)
+
+
+def test_table_encoders_take_numpy_integer_observations():
+    _, _, _, encode_reset, encode_step, kind = popgym_module._observation_encoders(
+        spaces.Discrete(4), spaces.Discrete(4)
+    )
+    assert kind == "table"
+    np.testing.assert_array_equal(encode_step(np.int64(2), 3), encode_step(2, 3))
+    np.testing.assert_array_equal(encode_reset(np.int32(1)), encode_reset(1))
+
+
+def test_discrete_action_forms_give_the_same_results():
+    """int, numpy integer and 0-d array actions: the same observations, rewards and ends."""
+    results = []
+    for form in (int, np.int64, np.array):
+        env = make("MultiarmedBanditEasy")
+        env.reset(seed=3)
+        results.append([env.step(form(a))[:4] for a in [0, 3, 9, 3, 1]])
+    for result in results[1:]:
+        for (obs, *rest), (first_obs, *first_rest) in zip(result, results[0], strict=True):
+            np.testing.assert_array_equal(obs, first_obs)
+            assert rest == first_rest
+
+
+# ---------------------------------------------------------------------------------------
+# popgym.make: a helpful error for unknown task names
+
+
+def test_make_helper_accepts_names_and_ids():
+    env = popgym_module.make("RepeatFirstEasy", prev_action=False)
+    assert env.unwrapped.name == "RepeatFirstEasy" and env.observation_space.shape == (4,)
+    env = popgym_module.make(popgym_env_id("CountRecallMedium"))
+    assert env.spec.id == popgym_env_id("CountRecallMedium")
+
+
+@pytest.mark.parametrize(
+    "name, hint",
+    [
+        ("Foo", None),
+        ("RepeatFirst", "'RepeatFirstEasy' / 'RepeatFirstMedium' / 'RepeatFirstHard'"),
+        ("RepeatFristEasy", "'RepeatFirstEasy'"),
+        ("memgym/popgym-CountRecalEasy-v0", "'CountRecallEasy'"),
+    ],
+)
+def test_make_helper_lists_valid_names_for_unknown_tasks(name, hint):
+    with pytest.raises(ValueError) as error:
+        popgym_module.make(name)
+    message = str(error.value)
+    assert repr(name) in message and "families: RepeatFirst, RepeatPrevious" in message
+    assert "Easy, Medium, Hard" in message and "MineSweeper" in message
+    if hint is None:
+        assert "did you mean" not in message
+    else:
+        assert f"did you mean {hint}" in message or hint in message
+    # gymnasium's own error for the same id names no valid task
+    with pytest.raises(gym.error.Error):
+        gym.make(name if name.startswith("memgym/") else popgym_env_id(name))
