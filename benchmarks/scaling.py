@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,6 +104,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="shard over real GPUs instead of forced CPU devices")
     parser.add_argument("--ray-cpus", type=int, default=os.cpu_count(), help="CPUs of the local Ray cluster")
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-sharding", action="store_true", help="e.g. for an any-framework --agent")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     config = {"agent": args.agent, "lengths": args.lengths, "seeds": args.seeds, "steps": args.steps,
@@ -114,11 +114,12 @@ def main() -> None:
           f"{args.agent} · {cells} cells (L {args.lengths} × {args.seeds} seeds) × {args.steps:,} steps",
           flush=True)
 
-    rows = [shard_run(k, config, args.gpu) for k in args.devices]
-    base = rows[0]["steady"]
-    print("\n| devices | device kind | compile + first call (s) | steady call (s) | cells/min | env steps/s "
-          "| speed-up |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    rows = [] if args.skip_sharding else [shard_run(k, config, args.gpu) for k in args.devices]
+    if rows:
+        base = rows[0]["steady"]
+        print("\n| devices | device kind | compile + first call (s) | steady call (s) | cells/min | env steps/s "
+              "| speed-up |")
+        print("|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['devices']} | {r['kind']} | {r['first']:.1f} | {r['steady']:.2f} | "
               f"{60 * r['cells'] / r['steady']:.1f} | {r['cells'] * args.steps / r['steady']:,.0f} | "
