@@ -59,8 +59,8 @@ and gives every task the same interface:
   MineSweeper) every possible encoded observation is built once and a step copies
   one of them; otherwise the previous action's row (or zeros) is copied and the
   observation written in. Adds about
-  0.4-1 us a step: under 10% only where popgym's own step costs ~5 us or more
-  (``benchmarks/popgym_overhead.py``).
+  0.7-1.4 us a step (up to ~1.8 us on MineSweeper and Pendulum): under 10% only where
+  popgym's own step costs ~5 us or more (``benchmarks/popgym_overhead.py``).
 
 :func:`make` is ``gymnasium.make`` for a task name or id, with an error that lists
 the valid names when it is unknown.
