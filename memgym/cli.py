@@ -396,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
     run.add_argument("--agent", action="append", required=True,
                      help="'package.module:factory' or a registered name (repeat for several agents)")
-    run.add_argument("--preset", default="smoke", help="smoke | standard | thesis (default: smoke)")
+    run.add_argument("--preset", default="thesis",
+                     help="thesis (default: lengths 120-200, 10M steps, 10 seeds; meant for a GPU) | standard | "
+                          "smoke (a few minutes on a CPU)")
     run.add_argument("--results", default="leaderboard-results", help="results directory (resumes if it exists)")
     run.add_argument("--corridor-lengths", type=_lengths, default=None, help="e.g. 120,140,160")
     run.add_argument("--seeds", type=_positive_int, default=None)
