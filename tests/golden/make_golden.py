@@ -1,0 +1,101 @@
+"""Fixed-seed fingerprints of the memory models and trainers: the behaviour a refactor must keep.
+
+``python tests/golden/make_golden.py`` writes ``golden.json`` beside it;
+``tests/golden/test_golden.py`` recomputes every fingerprint and compares.
+Refactors must leave these computations unchanged (bit-identical on one machine
+and JAX version; the test allows float round-off across versions).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+GOLDEN = Path(__file__).with_name("golden.json")
+
+MEMORY_CASES = {
+    "linear_attention": dict(features=16, num_layers=2, num_heads=2, head_dim=8),
+    "relit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2),
+    "arelit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2, r=2),
+    "s5": dict(features=16, state_size=8),
+    "lru": dict(features=16, state_size=8),
+    "ffm": dict(features=16, memory_size=8, context_size=4),
+    "lstm": dict(features=16),
+    "gru": dict(features=16),
+    "gtrxl": dict(features=16, num_layers=2, num_heads=2, head_dim=8, memory_size=8),
+    "mlp": dict(features=16),
+}
+
+
+def _leaves(tree) -> list[float]:
+    """Sum, sum of squares and first entry of every leaf (real and imaginary parts), in tree order."""
+    out = []
+    for leaf in jax.tree.leaves(tree):
+        a = np.asarray(leaf)
+        if a.dtype == bool or np.issubdtype(a.dtype, np.integer):
+            a = a.astype(np.float64)
+        for part in ((a.real, a.imag) if np.iscomplexobj(a) else (a,)):
+            part = np.asarray(part, np.float64)
+            out += [float(part.sum()), float((part ** 2).sum()), float(part.reshape(-1)[0]) if part.size else 0.0]
+    return out
+
+
+def memory_fingerprints() -> dict[str, list[float]]:
+    from memgym import memory
+
+    out = {}
+    key = jax.random.key(0)
+    x = jax.random.normal(jax.random.key(1), (37, 5))
+    start = jnp.zeros(37, bool).at[0].set(True).at[11].set(True).at[30].set(True)
+    for name, config in MEMORY_CASES.items():
+        model = memory.make(name, **config)
+        carry = model.initialize_carry()
+        params = model.init(key, x, start, carry)
+        y, carry_out = model.apply(params, x, start, carry)
+        grad = jax.grad(lambda p: jnp.sum(jnp.sin(model.apply(p, x, start, carry)[0])))(params)
+        out[name] = _leaves(params) + _leaves(y) + _leaves(carry_out) + _leaves(grad)
+    return out
+
+
+def trainer_fingerprints() -> dict[str, list[float]]:
+    from memgym.agents.actor_critic import make_train as make_ac
+    from memgym.agents.config import ActorCriticConfig, DQNConfig
+    from memgym.agents.dqn import make_train as make_dqn
+    from memgym.envs.tmaze_jax import tmaze_params
+
+    env_params = tmaze_params(5, max_episode_steps=40)
+    cases = {
+        "a2c-tiny-arelit": make_ac(ActorCriticConfig(algorithm="a2c", memory="tiny-arelit", total_steps=4 * 32 * 3,
+                                                     num_envs=4, rollout_length=32, learning_rate=1e-3)),
+        "a2c-tiny-gru": make_ac(ActorCriticConfig(algorithm="a2c", memory="tiny-gru", total_steps=4 * 32 * 3,
+                                                  num_envs=4, rollout_length=32)),
+        "ppo-tape-tiny-lstm": make_ac(ActorCriticConfig(algorithm="ppo", memory="tiny-lstm", total_steps=4 * 16 * 2,
+                                                        num_envs=4, rollout_length=16, num_minibatches=2, epochs=2)),
+        "ppo-segment-ffm": make_ac(ActorCriticConfig(algorithm="ppo", memory="ffm", batching="segment",
+                                                     segment_length=8, total_steps=4 * 16 * 2, num_envs=4,
+                                                     rollout_length=16, num_minibatches=2, epochs=2,
+                                                     memory_config='{"features": 16, "memory_size": 8, "context_size": 4}')),
+        "dqn-tape-tiny-gru": make_dqn(DQNConfig(memory="tiny-gru", total_steps=4 * 60, num_envs=4, batch_size=32,
+                                                buffer_size=400, learning_starts=40)),
+        "dqn-segment-lru": make_dqn(DQNConfig(memory="lru", batching="segment", segment_length=8, total_steps=4 * 60,
+                                              num_envs=4, batch_size=32, buffer_size=400, learning_starts=40,
+                                              memory_config='{"features": 16, "state_size": 8}')),
+    }
+    out = {}
+    for name, train in cases.items():
+        state, metrics = jax.jit(train)(jax.random.key(3), env_params)
+        out[name] = _leaves(state.params) + _leaves({k: metrics[k] for k in sorted(metrics)})
+    return out
+
+
+def fingerprints() -> dict[str, dict[str, list[float]]]:
+    return {"memory": memory_fingerprints(), "trainers": trainer_fingerprints()}
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps(fingerprints(), indent=1))
+    print(f"wrote {GOLDEN}")
