@@ -1,4 +1,4 @@
-"""The Gymnasium T-Maze against the spec (thesis §5.1.1, DESIGN.md)."""
+"""The Gymnasium T-Maze against the spec (thesis §5.1.1; spec in docs/architecture.md)."""
 
 from __future__ import annotations
 
