@@ -4,7 +4,7 @@
     memgym play tmaze --corridor-length 10       play T-Maze in the terminal
     memgym demo --corridor-length 20             scripted vs random policy on T-Maze
     memgym train --agent a2c --memory arelit     train an agent (T-Maze or any Gymnasium env)
-    memgym leaderboard run|show|report|check|list  the success-by-corridor-length leaderboard
+    memgym leaderboard run|show|report|check|list  the leaderboards (--track tmaze | popgym-repeat-previous)
 """
 
 from __future__ import annotations
@@ -194,13 +194,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- leaderboard ---------------------------------------------------------------------------
 
 
-def _lengths(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive corridor lengths, got {text!r}")
+def _values(text: str) -> list[str]:
+    """Values of a track's swept parameter, separated by commas or spaces (the track parses them)."""
+    values = text.replace(",", " ").split()
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
     return values
 
 
@@ -214,20 +212,40 @@ def _steps(text: str) -> int:
     return int(value)
 
 
-def _board_text(results: str) -> str:
-    from memgym.leaderboard import report
-    from memgym.leaderboard.store import ResultsStore
+def _whole(name: str) -> Callable[[str], int]:
+    """An argparse type: a positive whole number (``1e6`` allowed), checked by the leaderboard's checker."""
 
-    return report.markdown(report.build_board(ResultsStore(results)))
+    def parse(text: str) -> int:
+        from memgym.leaderboard.validation import check_positive
+
+        try:
+            number = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number such as 1e6, got {text!r}") from None
+        value = int(number) if number.is_integer() else number
+        try:
+            check_positive(**{name: value})
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+
+    return parse
+
+
+def _board_text(results: str, track) -> str:
+    from memgym.leaderboard import report
+
+    return report.markdown(report.build_board(track.store(results), track), track=track)
 
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import report, runner
+    from memgym.leaderboard import report, runner, tracks
 
-    budget = runner.preset(
-        args.preset, corridor_lengths=args.corridor_lengths, seeds=args.seeds, total_steps=args.steps,
-        eval_episodes=args.eval_episodes,
-    )
+    track = tracks.get(args.track)
+    values = None if args.values is None else [track.sweep.parse(value) for value in args.values]
+    budget = track.preset(args.preset, values=values, seeds=args.seeds, total_steps=args.steps,
+                          eval_episodes=args.eval_episodes)
+    results = args.results or track.results_dir
     backend = None
     if args.backend == "ray":
         from memgym.leaderboard.ray_backend import RayBackend
@@ -235,36 +253,44 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
         backend = RayBackend(address=args.address, num_cpus=args.cpus_per_task, num_gpus=args.gpus_per_task)
     elif args.address is not None:
         raise ValueError("--address applies to --backend ray only")
-    print(f"memgym leaderboard: preset {budget.name}, corridor lengths {list(budget.corridor_lengths)}, "
-          f"{budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {args.results}", flush=True)
-    runner.run(args.agent, budget, args.results, log=lambda line: print(line, flush=True),
+    print(f"memgym leaderboard ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
+          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
+          flush=True)
+    runner.run(args.agent, budget, results, track=track, log=lambda line: print(line, flush=True),
                cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend)
-    written = report.write_report(args.results)
-    print(_board_text(args.results))
+    written = report.write_report(results, track=track)
+    print(_board_text(results, track))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0
 
 
 def cmd_leaderboard_report(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import report
+    from memgym.leaderboard import report, tracks
 
-    written = report.write_report(args.results, args.out)
-    print(_board_text(args.results))
+    track = tracks.get(args.track)
+    results = args.results or track.results_dir
+    written = report.write_report(results, args.out or track.report_dir, track=track)
+    print(_board_text(results, track))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0
 
 
 def cmd_leaderboard_show(args: argparse.Namespace) -> int:
-    if not Path(args.results).is_dir():
-        raise ValueError(f"--results {args.results!r} is not a directory; run `memgym leaderboard run` first")
-    print(_board_text(args.results))
+    from memgym.leaderboard import tracks
+
+    track = tracks.get(args.track)
+    results = args.results or track.results_dir
+    if not Path(results).is_dir():
+        raise ValueError(f"--results {results!r} is not a directory; run `memgym leaderboard run` first")
+    print(_board_text(results, track))
     return 0
 
 
 def cmd_leaderboard_check(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import tracks
     from memgym.leaderboard.check import check_agent
 
-    results = check_agent(args.agent, budget=args.steps)
+    results = check_agent(args.agent, track=tracks.get(args.track), budget=args.steps)
     for name, passed, explanation in results:
         print(f"{'PASS' if passed else 'FAIL'}  {name}")
         if not passed:
@@ -276,15 +302,17 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard_list(args: argparse.Namespace) -> int:
     from memgym.leaderboard.protocol import entry_points
-    from memgym.leaderboard.runner import PRESETS
+    from memgym.leaderboard.tracks import TRACKS
 
     print("registered agents (entry point group memgym.agents):")
     for name, entry in sorted(entry_points().items()):
         print(f"  {name:24s} {entry.value}")
-    print("presets:")
-    for budget in PRESETS.values():
-        print(f"  {budget.name:10s} lengths {list(budget.corridor_lengths)}, {budget.seeds} seeds, "
-              f"{budget.total_steps:,} steps, eval {budget.eval_episodes} episodes")
+    for track in TRACKS.values():
+        print(f"track {track.name} ({track.title}; {' and '.join(track.tiers)} tier; results in {track.results_dir}):")
+        for budget in track.presets.values():
+            default = " (default)" if budget.name == track.default_preset else ""
+            print(f"  {budget.name:10s} {track.sweep.plural.replace('_', ' ')} {list(budget.values)}, "
+                  f"{budget.seeds} seeds, {budget.total_steps:,} steps, eval {budget.eval_episodes} episodes{default}")
     return 0
 
 
@@ -391,19 +419,26 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     train.set_defaults(func=cmd_train)
 
-    board = sub.add_parser("leaderboard", help="score agents by T-Maze success across corridor lengths")
+    board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
+                                                "lengths; also popgym-repeat-previous)")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
+    track_help = "tmaze (default) | popgym-repeat-previous (any-framework agents only); each has its own board"
     run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
     run.add_argument("--agent", action="append", required=True,
                      help="'package.module:factory' or a registered name (repeat for several agents)")
-    run.add_argument("--preset", default="thesis",
-                     help="thesis (default: lengths 120-200, 10M steps, 10 seeds; meant for a GPU) | standard | "
-                          "smoke (a few minutes on a CPU)")
-    run.add_argument("--results", default="leaderboard-results", help="results directory (resumes if it exists)")
-    run.add_argument("--corridor-lengths", type=_lengths, default=None, help="e.g. 120,140,160")
-    run.add_argument("--seeds", type=_positive_int, default=None)
-    run.add_argument("--steps", type=_steps, default=None, help="training steps per cell, e.g. 1e6")
-    run.add_argument("--eval-episodes", type=_positive_int, default=None)
+    run.add_argument("--track", default="tmaze", help=track_help)
+    run.add_argument("--preset", default=None,
+                     help="the track's default: tmaze thesis (lengths 120-200, 10M steps, 10 seeds; meant for a GPU); "
+                          "also standard | smoke (a few minutes on a CPU); see `memgym leaderboard list`")
+    run.add_argument("--results", default=None,
+                     help="results directory (resumes if it exists; default: leaderboard-results for tmaze, "
+                          "leaderboard-results-<track> otherwise)")
+    run.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
+                     help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
+                          "Easy,Hard (popgym-repeat-previous)")
+    run.add_argument("--seeds", type=_whole("seeds"), default=None)
+    run.add_argument("--steps", type=_whole("steps"), default=None, help="training steps per cell, e.g. 1e6")
+    run.add_argument("--eval-episodes", type=_whole("eval_episodes"), default=None)
     run.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                      help="wall-clock limit per cell; a slower cell is recorded as failed")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
@@ -414,17 +449,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpus-per-task", type=float, default=0.0, help="Ray: GPUs reserved per task")
     run.set_defaults(func=cmd_leaderboard_run)
     show = board_sub.add_parser("show", help="print the ranked table of stored results")
-    show.add_argument("--results", default="leaderboard-results")
+    show.add_argument("--track", default="tmaze", help=track_help)
+    show.add_argument("--results", default=None, help="default: the track's results directory")
     show.set_defaults(func=cmd_leaderboard_show)
     rep = board_sub.add_parser("report", help="write LEADERBOARD.md, index.html, board.json and plots")
-    rep.add_argument("--results", default="leaderboard-results")
-    rep.add_argument("--out", default="docs/leaderboard", help="output directory (default: docs/leaderboard)")
+    rep.add_argument("--track", default="tmaze", help=track_help)
+    rep.add_argument("--results", default=None, help="default: the track's results directory")
+    rep.add_argument("--out", default=None,
+                     help="output directory (default: docs/leaderboard for tmaze, docs/leaderboard-<track> otherwise)")
     rep.set_defaults(func=cmd_leaderboard_report)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
-    chk.add_argument("--steps", type=_steps, default=None, help="training steps of the check (JAX tier)")
+    chk.add_argument("--track", default="tmaze", help=track_help)
+    chk.add_argument("--steps", type=_whole("steps"), default=None, help="training steps of the check (JAX tier)")
     chk.set_defaults(func=cmd_leaderboard_check)
-    lst = board_sub.add_parser("list", help="registered agents and presets")
+    lst = board_sub.add_parser("list", help="registered agents, tracks and presets")
     lst.set_defaults(func=cmd_leaderboard_list)
     return parser
 

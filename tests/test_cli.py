@@ -52,3 +52,19 @@ def test_demo_scripted_policy_always_succeeds(capsys):
     out = capsys.readouterr().out
     scripted = next(line for line in out.splitlines() if line.startswith("scripted"))
     assert scripted.split()[1] == "1.00" and scripted.split()[2] == "2.60"  # 4 - 0.1 * 14
+
+
+def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
+    assert main(["leaderboard", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "a2c-tiny-gru" in out and "track tmaze (T-Maze; jax and any tier" in out
+    assert "track popgym-repeat-previous (POPGym RepeatPrevious; any tier" in out
+    assert "thesis     corridor lengths [120, 140, 160, 180, 200], 10 seeds, 10,000,000 steps" in out
+    bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--seeds", "0")
+    assert bad.returncode == 2 and "seeds must be a positive integer, got seeds=0" in bad.stderr
+    results = str(tmp_path / "r")
+    bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--corridor-lengths", "4,0", "--results", results)
+    assert bad.returncode == 2 and "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 0" in bad.stderr
+    bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--track", "maze", "--results", results)
+    assert bad.returncode == 2 and "unknown track 'maze'; choose one of tmaze, popgym-repeat-previous" in bad.stderr
+    assert not (tmp_path / "r").exists()

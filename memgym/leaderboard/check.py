@@ -1,7 +1,8 @@
-"""``memgym leaderboard check AGENT``: a fast conformance check that explains each failure.
+"""``memgym leaderboard check AGENT [--track NAME]``: a fast conformance check that explains each failure.
 
-JAX tier: the factory builds an agent; ``train`` runs under ``jit(vmap(...))`` on a
-tiny budget and returns the harness's environment state; two equal keys give equal
+Both tiers: the factory builds an agent of a tier the track runs. JAX tier:
+``train`` runs under ``jit(vmap(...))`` on a tiny budget (the track's
+``check_cell``) and returns the harness's environment state; two equal keys give equal
 parameters (determinism); ``act`` gives a valid action of the right shape and dtype
 and a carry with the structure of ``init_carry()``; and ``begin`` resets the memory —
 acting on an episode's first observation gives the same result whatever carry
@@ -20,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.protocol import AgentContext, load_factory, tier
-from memgym.leaderboard.runner import tmaze_spaces
+from memgym.leaderboard.protocol import load_factory, tier
+from memgym.leaderboard.track import Track
+from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.validation import check_positive
 
 Check = tuple[str, bool, str]
 
@@ -36,48 +39,48 @@ def _attempt(name: str, test: Callable[[], str | None]) -> Check:
     return name, problem is None, problem or ""
 
 
-def check_agent(spec: str, *, corridor_length: int = 3, budget: int | None = None) -> list[Check]:
-    """Run every check; a list of ``(name, passed, explanation)``."""
+def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None) -> list[Check]:
+    """Run every check on the track's ``check_cell``; a list of ``(name, passed, explanation)``."""
     results: list[Check] = []
-    observation_space, action_space = tmaze_spaces()
     state: dict[str, Any] = {}
 
     def build() -> str | None:
         factory = load_factory(spec)
         state["factory"] = factory
-        state["agent"] = factory(AgentContext(observation_space, action_space, 2, 0, budget or 4096))
+        state["agent"] = factory(track.context(num_envs=2, seed=0, total_steps=budget or 4096))
         state["tier"] = tier(state["agent"])
+        track.accept(state["tier"], spec)
         return None
 
-    results.append(_attempt("factory builds an agent of a known tier", build))
+    results.append(_attempt("factory builds an agent of a known tier that the track runs", build))
     if not results[-1][1]:
         return results
     if state["tier"] == "jax":
-        results += _check_jax(state["agent"], corridor_length, budget)
+        results += _check_jax(state["agent"], track, budget)
     else:
-        results += _check_any(state["factory"], observation_space, action_space)
+        results += _check_any(state["factory"], track)
     return results
 
 
-def _check_jax(agent: Any, corridor_length: int, budget: int | None) -> list[Check]:
+def _check_jax(agent: Any, track: Track, budget: int | None) -> list[Check]:
     import jax
     import jax.numpy as jnp
 
-    from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
     from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState
 
-    env = ScoredEnv(TMazeJax())
-    params = ScoredParams(tmaze_params(corridor_length, max_episode_steps=50), jnp.zeros((), jnp.int32),
-                          jnp.ones((), jnp.int32))
+    value, max_episode_steps = track.check_cell
+    inner_env = track.jax_env()
+    env = ScoredEnv(inner_env, score_key=track.score.key)
+    inner = jax.tree.map(lambda x: x[0], track.jax_params([value], max_episode_steps))  # one cell, unbatched
+    params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+    num_actions = inner_env.action_space(inner).n
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
     state: dict[str, Any] = {}
     results: list[Check] = []
 
     def num_envs_ok():
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            return f"num_envs must be a positive int, got {num_envs!r}"
-        return None
+        check_positive(num_envs=num_envs)
 
     def train():
         key = jax.random.key(0)
@@ -95,15 +98,15 @@ def _check_jax(agent: Any, corridor_length: int, budget: int | None) -> list[Che
         return None
 
     def act():
-        obs, _ = TMazeJax().reset(jax.random.key(1), params.inner)
+        obs, _ = inner_env.reset(jax.random.key(1), inner)
         carry = agent.init_carry()
         step = jax.jit(agent.act)
         action, new_carry = step(state["params"], carry, obs, jnp.ones((), bool), jax.random.key(2))
         action = np.asarray(action)
         if action.shape != () or not np.issubdtype(action.dtype, np.integer):
             return f"act must return a scalar integer action, got shape {action.shape} dtype {action.dtype}"
-        if not 0 <= int(action) < 4:
-            return f"act returned action {int(action)}, outside Discrete(4)"
+        if not 0 <= int(action) < num_actions:
+            return f"act returned action {int(action)}, outside Discrete({num_actions})"
         if jax.tree.structure(new_carry) != jax.tree.structure(carry) or any(
             a.shape != b.shape for a, b in zip(jax.tree.leaves(new_carry), jax.tree.leaves(carry))
         ):
@@ -120,7 +123,7 @@ def _check_jax(agent: Any, corridor_length: int, budget: int | None) -> list[Che
         return None
 
     def vmappable():
-        obs = jnp.zeros((3, params.inner.obs_size))
+        obs = jnp.zeros((3,) + inner_env.observation_space(inner).shape)
         carries = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), agent.init_carry())
         batched = jax.jit(jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0)))
         actions, _ = batched(state["params"], carries, obs, jnp.ones(3, bool), jax.random.split(jax.random.key(0), 3))
@@ -136,13 +139,14 @@ def _check_jax(agent: Any, corridor_length: int, budget: int | None) -> list[Che
     return results
 
 
-def _check_any(factory: Callable, observation_space, action_space) -> list[Check]:
+def _check_any(factory: Callable, track: Track) -> list[Check]:
     num_envs = 2
+    observation_space, action_space = track.spaces()
     rng = np.random.default_rng(0)
     observations = [rng.integers(0, 2, (num_envs,) + observation_space.shape).astype(np.float32) for _ in range(6)]
 
     def acts_validly():
-        agent = factory(AgentContext(observation_space, action_space, num_envs, 0, 1000))
+        agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=1000))
         begin = np.ones(num_envs, bool)
         for obs in observations:
             action = np.asarray(agent.act(obs, begin))
@@ -158,7 +162,7 @@ def _check_any(factory: Callable, observation_space, action_space) -> list[Check
     def deterministic():
         runs = []
         for _ in range(2):
-            agent = factory(AgentContext(observation_space, action_space, num_envs, 7, 1000))
+            agent = factory(track.context(num_envs=num_envs, seed=7, total_steps=1000))
             runs.append([np.asarray(agent.act(obs, np.ones(num_envs, bool))).tolist() for obs in observations])
         return None if runs[0] == runs[1] else "two agents built with the same seed acted differently"
 

@@ -5,7 +5,7 @@ entry point in the group ``memgym.agents``. The harness calls
 ``factory(context: AgentContext)`` and looks at what comes back:
 
 **JAX tier** (pure functions; the harness ``jit``/``vmap``s training over seeds and
-corridor lengths). The agent has
+the values of the track's swept parameter, e.g. corridor lengths). The agent has
 
 * ``num_envs: int`` — how many environments ``train`` steps in parallel;
 * ``train(key, env, env_params, total_steps) -> (params, env_state)`` — trains on
@@ -25,8 +25,9 @@ corridor lengths). The agent has
   ``act`` receives the new episode's first one with ``begin`` set);
 
 and the harness drives a Gymnasium vector environment of ``context.num_envs``
-T-Mazes. Agents never report their own score: the harness counts episodes and
-successes.
+copies of the track's environment. Agents never report their own score: the
+harness reads each finished episode's outcome (T-Maze: success) itself.
+A track without a functional JAX environment accepts only the second tier.
 """
 
 from __future__ import annotations
@@ -47,15 +48,19 @@ JAX_TIER_ATTRIBUTES = ("num_envs", "train", "init_carry", "act")
 ANY_TIER_ATTRIBUTES = ("act", "observe")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AgentContext:
-    """What the harness tells a factory.
+    """What the harness tells a factory (keyword construction).
 
     Attributes:
-        observation_space, action_space: of one T-Maze environment.
+        observation_space, action_space: of one environment of the track.
         num_envs: environments in the vector env the harness drives (any-framework tier).
         seed: the run's seed (any-framework tier: seed your own randomness with it).
         total_steps: the training budget in environment steps.
+        track: the track's name (``"tmaze"``).
+        parameter: the name of the track's swept parameter (``"corridor_length"``).
+        parameter_value: its value in the cell the agent is built for (any-framework tier);
+            None when the agent serves every value (JAX tier, tier detection).
     """
 
     observation_space: gym.Space
@@ -63,6 +68,9 @@ class AgentContext:
     num_envs: int = 8
     seed: int = 0
     total_steps: int = 0
+    track: str = "tmaze"
+    parameter: str = "corridor_length"
+    parameter_value: Any = None
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

@@ -1,6 +1,6 @@
 """Run leaderboard tasks on a Ray cluster (``memgym leaderboard run --backend ray``).
 
-Each :class:`~memgym.leaderboard.runner.Task` becomes one Ray task that calls
+Each :class:`~memgym.leaderboard.cells.Task` becomes one Ray task that calls
 :func:`~memgym.leaderboard.runner.execute` on a worker and returns the task's
 records. The driver (the ``memgym leaderboard run`` process) collects them with
 ``ray.wait`` as they finish and alone writes them to the results store, so the
@@ -35,7 +35,9 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memgym.leaderboard.runner import Preset, Task, _record, _reason, execute
+from memgym.leaderboard.cells import Task, cell_record, failure_reason
+from memgym.leaderboard.runner import execute
+from memgym.leaderboard.track import Preset
 
 
 def _import_ray():
@@ -101,8 +103,8 @@ class RayBackend:
                 ray.init(address=address, num_cpus=local_cpus if address is None else None,
                          runtime_env=env or None, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, TimeoutError, RuntimeError, ValueError) as error:
-                raise ValueError(f"cannot connect to the Ray cluster at address={address!r}: {_reason(error)}") \
-                    from None
+                reason = failure_reason(error)
+                raise ValueError(f"cannot connect to the Ray cluster at address={address!r}: {reason}") from None
         self._check_resources()
 
     def _check_resources(self) -> None:
@@ -136,8 +138,8 @@ class RayBackend:
                     try:
                         records = ray.get(ref)
                     except Exception as error:  # noqa: BLE001 - a dead worker after all retries
-                        reason = f"Ray task failed after {self.max_retries} retries: {_reason(error)}"
-                        records = [_record(task, budget, cell, {"spec": task.spec}, 0.0, reason=reason)
+                        reason = f"Ray task failed after {self.max_retries} retries: {failure_reason(error)}"
+                        records = [cell_record(task, budget, cell, {"spec": task.spec}, 0.0, reason=reason)
                                    for cell in task.cells]
                     yield task, records
         finally:

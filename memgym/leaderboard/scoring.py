@@ -1,9 +1,10 @@
-"""The harness's own episode counting: a scoring wrapper for JAX-tier training and the evaluations.
+"""The harness's own episode counting in the JAX tier: a scoring wrapper for training, and evaluation.
 
 :class:`ScoredEnv` wraps a functional environment; its state carries counters
 that the wrapped environment's own ``step`` updates, so a JAX-tier agent trains
 on it like on any environment while the harness, not the agent, counts finished
-episodes and successes. The thesis metric — success rate over the last 100K
+episodes and successes (the yes/no outcome ``info[score_key]`` of an episode's
+last step; T-Maze: ``success``). The thesis metric — success rate over the last 100K
 training steps (§5.1.2) — needs to know which episodes end inside that window:
 each environment counts its own steps, and episodes that end once an
 environment has taken ``window_start`` steps are in the window
@@ -30,9 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym.envs.functional import FunctionalEnv
-
-
-CURVE_POINTS = 20  # learning-curve bins per training run
+from memgym.leaderboard.cells import CURVE_POINTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +77,9 @@ def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int
 class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
     """A functional environment that counts its finished episodes and successes (see module docstring)."""
 
-    def __init__(self, inner: FunctionalEnv):
+    def __init__(self, inner: FunctionalEnv, score_key: str = "success"):
         self.inner = inner
+        self.score_key = score_key
         self.render_modes = inner.render_modes
 
     def default_params(self, **overrides: Any) -> ScoredParams:
@@ -100,7 +100,7 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
     def step_env(self, key, state: ScoredState, action, params: ScoredParams):
         obs, inner, reward, terminated, truncated, info = self.inner.step_env(key, state.inner, action, params.inner)
         done = jnp.logical_or(terminated, truncated)
-        success = jnp.logical_and(done, info["success"])
+        success = jnp.logical_and(done, info[self.score_key])
         in_window = state.steps >= params.window_start
         n = self.inner.action_space(params.inner).n
         valid = (action >= 0) & (action < n) & (action == jnp.floor(action))  # NaN fails every comparison
@@ -130,22 +130,24 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
         return obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
 
 
-def counters(state: ScoredState) -> dict[str, Any]:
+def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:
     """Counters summed over every environment in a (batched) :class:`ScoredState`, plus the learning curve
-    (``curve``: per bin, ``[episodes, successes]``)."""
+    (``curve``: per bin, ``[episodes, successes]``); ``total`` names the successes (and ``window_<total>``)."""
     if not isinstance(state, ScoredState):
         raise TypeError(
             f"train must return the final state of the environment it was given (a ScoredState), "
             f"got {type(state).__name__}"
         )
-    totals: dict[str, Any] = {name: int(np.asarray(getattr(state, name)).sum()) for name in COUNTERS}
+    totals: dict[str, Any] = {name.replace("successes", total): int(np.asarray(getattr(state, name)).sum())
+                              for name in COUNTERS}
     episodes = np.asarray(state.curve_episodes).reshape(-1, CURVE_POINTS).sum(0)
     successes = np.asarray(state.curve_successes).reshape(-1, CURVE_POINTS).sum(0)
     totals["curve"] = [[int(e), int(s)] for e, s in zip(episodes, successes)]
     return totals
 
 
-def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, keys: jax.Array, max_steps: int):
+def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, keys: jax.Array, max_steps: int,
+                 score_key: str = "success"):
     """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N])``.
 
     ``max_steps`` bounds the scan (the environment's time limit ends every episode
@@ -165,7 +167,7 @@ def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, k
             success, ret, length = result
             live = ~finished
             result = (
-                jnp.where(live & done, info["success"], success),
+                jnp.where(live & done, info[score_key], success),
                 ret + jnp.where(live, reward, 0.0),
                 length + live.astype(jnp.int32),
             )

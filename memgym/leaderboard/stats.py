@@ -1,19 +1,22 @@
-"""Statistics of a leaderboard: per corridor length and overall.
+"""Statistics of a leaderboard: per value of the swept parameter (a corridor length) and overall.
 
 * mean ± standard error over seeds — the thesis's statistic (Fig. 5.2, 5.3);
 * interquartile mean (IQM) and 95% *stratified* bootstrap intervals — the
   recommendation of Agarwal et al. (2021, "Deep RL at the edge of the statistical
   precipice", the ``rliable`` library): seeds are resampled with replacement
-  *within* each corridor length (the strata), never across them;
-* the headline score: mean success over corridor lengths;
-* ``L*``: the longest corridor whose lower 95% bound is at least 0.9.
+  *within* each value (the strata), never across them;
+* the headline score: the mean score over values (T-Maze: success over corridor lengths);
+* ``longest_solved`` (T-Maze ``L*``): the last value whose lower 95% bound is at least 0.9.
+
+The summaries keep the T-Maze names ``per_length`` and ``longest_solved`` for every track.
 
 Pure numpy; the bootstrap uses an explicit seed, so a board is reproducible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -82,20 +85,25 @@ def summarize_length(values: Sequence[float], *, seed: int = 0) -> dict[str, flo
     }
 
 
-def summarize(by_length: Mapping[int, Sequence[float]], *, seed: int = 0) -> dict:
-    """Per-length summaries, the headline score with its stratified interval, overall IQM and ``L*``."""
+def summarize(by_length: Mapping[Any, Sequence[float]], *, seed: int = 0, order: Callable[[Any], Any] | None = None,
+              solved: float | None = SOLVED) -> dict:
+    """Per-value summaries, the headline score with its stratified interval, overall IQM and ``L*``.
+
+    Values are ordered by ``order`` (a sort key; default: their own order); ``longest_solved``
+    is the last one whose lower 95% bound reaches ``solved`` (None: never set).
+    """
     if not by_length:
-        raise ValueError("summarize needs results for at least one corridor length")
-    lengths = sorted(by_length)
+        raise ValueError("summarize needs results for at least one value (corridor length)")
+    lengths = sorted(by_length, key=order)
     per_length = {length: summarize_length(by_length[length], seed=seed + i) for i, length in enumerate(lengths)}
     strata = [np.asarray(by_length[length], np.float64) for length in lengths]
     headline = float(np.mean([s.mean() for s in strata]))
     low, high = stratified_bootstrap(strata, lambda ss: np.mean([s.mean() for s in ss]), seed=seed)
-    solved = [length for length in lengths if per_length[length]["ci_low"] >= SOLVED]
+    solved = [] if solved is None else [length for length in lengths if per_length[length]["ci_low"] >= solved]
     return {
         "per_length": per_length,
         "score": headline,
         "score_ci": [low, high],
         "iqm": float(iqm(np.concatenate(strata))),
-        "longest_solved": max(solved) if solved else None,
+        "longest_solved": solved[-1] if solved else None,
     }

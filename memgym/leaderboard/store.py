@@ -1,8 +1,8 @@
-"""The results store: one JSON file per result of an (agent, corridor length, seed) cell, append-only.
+"""The results store: one JSON file per result of an (agent, swept value, seed) cell, append-only.
 
-Layout: ``<root>/<agent id>/L<corridor length>/seed<seed>.json`` for a cell's
-first result, ``seed<seed>.r<n>.json`` for later ones (a retry after a failure,
-or a deliberate repeat). A result is written atomically: the record goes to a
+Layout: ``<root>/<agent id>/<prefix><value>/seed<seed>.json`` for a cell's first
+result (T-Maze: ``L<corridor length>/``), ``seed<seed>.r<n>.json`` for later ones
+(a retry after a failure, or a deliberate repeat). A result is written atomically: the record goes to a
 temporary file in the same directory, is flushed and ``fsync``-ed, then is
 *linked* to its final name, which fails if the name exists — so a crash (even
 ``kill -9``) never leaves a half-written result, two runners racing on one name
@@ -87,31 +87,32 @@ def _cpu_model() -> str:
 
 
 class ResultsStore:
-    """Cells of one leaderboard under ``root``."""
+    """Cells of one leaderboard under ``root``; a cell's directory is ``<prefix><value>`` (T-Maze: ``L4``)."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, prefix: str = "L"):
         self.root = Path(root)
+        self.prefix = prefix
 
-    def cell_dir(self, agent: str, corridor_length: int) -> Path:
-        return self.root / agent / f"L{int(corridor_length)}"
+    def cell_dir(self, agent: str, value: Any) -> Path:
+        return self.root / agent / f"{self.prefix}{value}"
 
-    def paths(self, agent: str, corridor_length: int, seed: int) -> list[Path]:
+    def paths(self, agent: str, value: Any, seed: int) -> list[Path]:
         """Every stored result of a cell, oldest first."""
-        folder = self.cell_dir(agent, corridor_length)
+        folder = self.cell_dir(agent, value)
         found = [p for p in folder.glob(f"seed{int(seed)}*.json") if _result_index(p.name, seed) is not None]
         return sorted(found, key=lambda p: _result_index(p.name, seed))
 
-    def results(self, agent: str, corridor_length: int, seed: int) -> list[dict[str, Any]]:
+    def results(self, agent: str, value: Any, seed: int) -> list[dict[str, Any]]:
         """Every stored result of a cell, oldest first."""
-        return [_load(p) for p in self.paths(agent, corridor_length, seed)]
+        return [_load(p) for p in self.paths(agent, value, seed)]
 
-    def finished(self, agent: str, corridor_length: int, seed: int) -> dict[str, Any] | None:
+    def finished(self, agent: str, value: Any, seed: int) -> dict[str, Any] | None:
         """The cell's first ``ok`` result, or None."""
-        return next((r for r in self.results(agent, corridor_length, seed) if r.get("status") == "ok"), None)
+        return next((r for r in self.results(agent, value, seed) if r.get("status") == "ok"), None)
 
-    def write(self, agent: str, corridor_length: int, seed: int, record: dict[str, Any]) -> Path:
+    def write(self, agent: str, value: Any, seed: int, record: dict[str, Any]) -> Path:
         """Store a result of a cell under the next free name; returns its path."""
-        folder = self.cell_dir(agent, corridor_length)
+        folder = self.cell_dir(agent, value)
         folder.mkdir(parents=True, exist_ok=True)
         record = {"schema": SCHEMA_VERSION, **record}
         handle, temporary = tempfile.mkstemp(prefix=".cell-", suffix=".json", dir=folder)
@@ -120,7 +121,7 @@ class ResultsStore:
                 json.dump(record, file, indent=2, sort_keys=True)
                 file.flush()
                 os.fsync(file.fileno())
-            existing = self.paths(agent, corridor_length, seed)
+            existing = self.paths(agent, value, seed)
             index = _result_index(existing[-1].name, seed) + 1 if existing else 0
             while True:
                 final = folder / (f"seed{int(seed)}.json" if index == 0 else f"seed{int(seed)}.r{index}.json")
@@ -136,7 +137,7 @@ class ResultsStore:
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every stored result (sorted by path); raises ValueError on a record from a newer schema."""
-        for path in sorted(self.root.glob("*/L*/seed*.json")):
+        for path in sorted(self.root.glob("*/*/seed*.json")):
             yield _load(path)
 
 

@@ -15,8 +15,10 @@ from memgym.leaderboard.check import check_agent
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters
 from memgym.leaderboard.store import ResultsStore
+from memgym.leaderboard.track import Preset
+from memgym.leaderboard.tracks import TMAZE
 
-TINY = dict(corridor_lengths=(2, 3), seeds=2, total_steps=4096, train_window=1024, eval_episodes=8,
+TINY = dict(values=(2, 3), seeds=2, total_steps=4096, train_window=1024, eval_episodes=8,
             max_episode_steps=20)
 
 
@@ -30,11 +32,12 @@ def test_scored_env_counts_what_the_env_reports():
     step = jax.jit(env.step)
     for t in range(60):
         action = rng.integers(4) if t != 7 else 9  # one invalid action
-        obs, state, _, _, _, info = step(jax.random.key(t + 1), state, jnp.asarray(action), params)
-        episodes += bool(info["done"])
-        successes += bool(info["done"] & info["success"])
-        window_episodes += bool(info["done"]) and t >= 20
-        curve[t // 6] += (bool(info["done"]), bool(info["done"] & info["success"]))
+        obs, state, _, terminated, truncated, info = step(jax.random.key(t + 1), state, jnp.asarray(action), params)
+        done = bool(terminated | truncated)
+        episodes += done
+        successes += done and bool(info["success"])
+        window_episodes += done and t >= 20
+        curve[t // 6] += (done, done and bool(info["success"]))
     got = counters(state)
     assert got["steps"] == 60 and got["episodes"] == episodes > 0
     assert got["successes"] == successes and got["window_episodes"] == window_episodes
@@ -57,7 +60,7 @@ def test_load_factory_errors_and_tiers():
 
 @pytest.mark.parametrize("spec", ["a2c-tiny-gru", "examples.numpy_agent:factory"])
 def test_run_scores_stores_and_resumes(tmp_path, spec):
-    budget = runner.Preset("tiny", **TINY)
+    budget = Preset("tiny", **TINY)
     lines: list[str] = []
     store = runner.run([spec], budget, tmp_path, log=lines.append)
     records = list(store.records())
@@ -76,7 +79,7 @@ def test_run_scores_stores_and_resumes(tmp_path, spec):
     assert all("skipping" in line for line in lines)
     assert {p: p.read_text() for p in tmp_path.rglob("seed*.json")} == before
     with pytest.raises(ValueError, match="different budget"):  # another budget never reuses these cells
-        runner.run([spec], runner.Preset("tiny", **{**TINY, "total_steps": 8192}), tmp_path, log=lines.append)
+        runner.run([spec], Preset("tiny", **{**TINY, "total_steps": 8192}), tmp_path, log=lines.append)
     written = report.write_report(tmp_path)
     board = json.loads(written["json"].read_text())
     assert board["entries"][0]["agent"] == spec and board["failures"] == []
@@ -161,7 +164,7 @@ def not_an_agent_factory(context):
 
 
 def test_oracle_scores_one_and_memoryless_at_most_half(tmp_path):
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2, 5, 9), "eval_episodes": 64})
+    budget = Preset("tiny", **{**TINY, "values": (2, 5, 9), "eval_episodes": 64})
     runner.run(["tests.leaderboard.test_harness:oracle_factory", "tests.leaderboard.test_harness:memoryless_factory"],
                budget, tmp_path, log=lambda _: None)
     board = report.build_board(ResultsStore(tmp_path))
@@ -174,7 +177,7 @@ def test_oracle_scores_one_and_memoryless_at_most_half(tmp_path):
 
 
 def test_failing_cells_are_recorded_and_the_run_goes_on(tmp_path):
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (3,)})
+    budget = Preset("tiny", **{**TINY, "values": (3,)})
     agents = ["tests.leaderboard.test_harness:raising_factory", "tests.leaderboard.test_harness:invalid_factory",
               "tests.leaderboard.test_harness:slow_factory", "examples.numpy_agent:factory"]
     lines: list[str] = []
@@ -200,7 +203,7 @@ def test_failing_cells_are_recorded_and_the_run_goes_on(tmp_path):
 
 
 def test_jax_tier_nan_parameters_fail_the_cell(tmp_path):
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     store = runner.run(["tests.leaderboard.test_harness:nan_jax_factory"], budget, tmp_path, log=lambda _: None)
     (record,) = store.records()
     assert record["status"] == "failed" and "NaN" in record["reason"]
@@ -222,7 +225,7 @@ def nan_jax_factory(context):
 
 
 def test_interrupted_run_resumes_to_the_same_table(tmp_path):
-    budget = runner.Preset("tiny", **TINY)
+    budget = Preset("tiny", **TINY)
     spec = "examples.numpy_agent:factory"
     runner.run([spec], budget, tmp_path / "whole", log=lambda _: None)
 
@@ -286,7 +289,7 @@ def test_kill_9_loses_nothing_that_finished(tmp_path):
 
 
 def test_repeats_are_kept_and_shown(tmp_path):
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     spec = "examples.numpy_agent:factory"
     runner.run([spec], budget, tmp_path, log=lambda _: None)
     runner.run([spec], budget, tmp_path, log=lambda _: None, repeat=True)
@@ -296,7 +299,7 @@ def test_repeats_are_kept_and_shown(tmp_path):
 
 
 def test_bad_submissions_write_nothing(tmp_path):
-    budget = runner.Preset("tiny", **TINY)
+    budget = Preset("tiny", **TINY)
     for spec, match in [("no_such_module:factory", "cannot import module"),
                         ("tests.leaderboard.test_harness:not_an_agent_factory", "returned int"),
                         ("tests.leaderboard.test_harness:missing", "has no attribute")]:
@@ -312,7 +315,7 @@ def test_bad_submissions_write_nothing(tmp_path):
 def test_report_files_and_html(tmp_path):
     from html.parser import HTMLParser
 
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2, 3), "seeds": 2})
+    budget = Preset("tiny", **{**TINY, "values": (2, 3), "seeds": 2})
     runner.run(["tests.leaderboard.test_harness:oracle_factory", "tests.leaderboard.test_harness:invalid_factory"],
                budget, tmp_path / "results", log=lambda _: None)
     written = report.write_report(tmp_path / "results", tmp_path / "site")
@@ -378,24 +381,28 @@ def screenshot_in_headless_chromium(page, shot):
 
 
 def test_same_seed_same_result(tmp_path):
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     a = list(runner.run(["a2c-tiny-gru"], budget, tmp_path / "a", log=lambda _: None).records())[0]
     b = list(runner.run(["a2c-tiny-gru"], budget, tmp_path / "b", log=lambda _: None).records())[0]
     assert a["train"] == b["train"] and a["eval"] == b["eval"]
 
 
 def test_presets_and_bad_input():
-    assert runner.PRESETS["thesis"].corridor_lengths == (120, 140, 160, 180, 200)
-    assert runner.PRESETS["thesis"].total_steps == 10_000_000
-    assert runner.preset("smoke", total_steps=5000).train_window == 1000
-    assert runner.preset("smoke", total_steps=5000).name == "smoke+custom"
-    assert runner.preset("smoke", seeds=runner.PRESETS["smoke"].seeds).name == "smoke"
+    assert TMAZE.presets["thesis"].values == (120, 140, 160, 180, 200)
+    assert TMAZE.presets["thesis"].total_steps == 10_000_000
+    assert TMAZE.preset().name == "thesis"  # the default preset
+    assert TMAZE.preset("smoke", total_steps=5000).train_window == 1000
+    assert TMAZE.preset("smoke", total_steps=5000).name == "smoke+custom"
+    assert TMAZE.preset("smoke", seeds=TMAZE.presets["smoke"].seeds).name == "smoke"
+    assert TMAZE.budget_record(TMAZE.presets["smoke"]) == {  # the record's budget keeps the T-Maze names
+        "name": "smoke", "corridor_lengths": (4, 8, 12), "seeds": 2, "total_steps": 100_000, "train_window": 20_000,
+        "eval_episodes": 64, "max_episode_steps": 100}
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
-        runner.preset("huge")
+        TMAZE.preset("huge")
     with pytest.raises(ValueError, match="seeds must be a positive integer"):
-        runner.preset("smoke", seeds=0)
+        TMAZE.preset("smoke", seeds=0)
     with pytest.raises(ValueError, match="corridor_length"):
-        runner.preset("smoke", corridor_lengths=[0])
+        TMAZE.preset("smoke", values=[0])
 
 
 class ForgetfulAgent:

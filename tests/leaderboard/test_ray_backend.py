@@ -22,6 +22,9 @@ ray = pytest.importorskip("ray")
 
 from memgym.leaderboard import report, runner  # noqa: E402
 from memgym.leaderboard.ray_backend import RayBackend  # noqa: E402
+from memgym.leaderboard.store import ResultsStore  # noqa: E402
+from memgym.leaderboard.track import Preset  # noqa: E402
+from memgym.leaderboard.tracks import TMAZE  # noqa: E402
 
 from .test_harness import TINY, OracleAgent  # noqa: E402
 
@@ -73,19 +76,19 @@ def cluster(tmp_path_factory):
 
 
 def table(results) -> str:
-    return report.markdown(report.build_board(runner.ResultsStore(results)))
+    return report.markdown(report.build_board(ResultsStore(results)))
 
 
 def test_smoke_preset_on_ray_matches_local(cluster, tmp_path):
     """Both tiers, the smoke preset's grid: the Ray board equals the local board."""
     backend, _ = cluster
     agents = ["a2c-tiny-gru", "examples.numpy_agent:factory"]
-    budget = runner.PRESETS["smoke"]
+    budget = TMAZE.presets["smoke"]
     lines: list[str] = []
     runner.run(agents, budget, tmp_path / "ray", log=lines.append, backend=backend)
     runner.run(agents, budget, tmp_path / "local", log=lambda line: None)
-    records = list(runner.ResultsStore(tmp_path / "ray").records())
-    assert len(records) == 2 * len(budget.corridor_lengths) * budget.seeds
+    records = list(ResultsStore(tmp_path / "ray").records())
+    assert len(records) == 2 * len(budget.values) * budget.seeds
     assert all(r["status"] == "ok" for r in records)
     assert table(tmp_path / "ray") == table(tmp_path / "local")
     assert any(f"cells {len(records)}/{len(records)} (100%)" in line for line in lines)
@@ -97,7 +100,7 @@ def test_smoke_preset_on_ray_matches_local(cluster, tmp_path):
 
 def test_killed_worker_is_retried_without_losing_or_duplicating_cells(cluster, tmp_path):
     backend, markers = cluster
-    budget = runner.Preset("tiny", **TINY)
+    budget = Preset("tiny", **TINY)
     store = runner.run([f"{HERE}:kill_once"], budget, tmp_path, log=lambda line: None, backend=backend)
     assert (markers / "killed").exists()  # a worker really died mid-training
     cells = sorted((r["corridor_length"], r["seed"]) for r in store.records())
@@ -110,7 +113,7 @@ def test_killed_worker_is_retried_without_losing_or_duplicating_cells(cluster, t
 
 def test_worker_dead_after_all_retries_is_recorded_as_failed(cluster, tmp_path):
     no_retry = RayBackend(num_cpus=1, max_retries=0)
-    budget = runner.Preset("tiny", **{**TINY, "corridor_lengths": (2,), "seeds": 1})
+    budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     store = runner.run([f"{HERE}:kill_always"], budget, tmp_path, log=lambda line: None, backend=no_retry)
     (record,) = store.records()
     assert record["status"] == "failed" and (record["corridor_length"], record["seed"]) == (2, 0)

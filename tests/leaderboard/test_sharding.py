@@ -18,11 +18,15 @@ SCRIPT = """
 import json, sys
 import jax
 from memgym.leaderboard import runner
-budget = runner.Preset("tiny", **json.loads(sys.argv[2]))
+from memgym.leaderboard.jax_tier import JaxCells
+from memgym.leaderboard.protocol import load_factory
+from memgym.leaderboard.track import Preset
+from memgym.leaderboard.tracks import TMAZE
+budget = Preset("tiny", **json.loads(sys.argv[2]))
 store = runner.run([sys.argv[3]], budget, sys.argv[1], log=lambda line: None)
-cells = runner.JaxCells  # the batch the runner would build for the whole grid
-keys, *_ = cells(runner.load_factory(sys.argv[3])(runner.AgentContext(*runner.tmaze_spaces())), budget).batch(
-    [(length, seed) for length in budget.corridor_lengths for seed in range(budget.seeds)])
+agent = load_factory(sys.argv[3])(TMAZE.context())  # the batch the runner would build for the whole grid
+keys, *_ = JaxCells(agent, TMAZE, budget).batch(
+    [(length, seed) for length in budget.values for seed in range(budget.seeds)])
 records = sorted(
     ({k: r[k] for k in ("corridor_length", "seed", "status", "train", "eval")} for r in store.records()),
     key=lambda r: (r["corridor_length"], r["seed"]),
@@ -34,7 +38,7 @@ print(json.dumps({"devices": jax.device_count(), "key_shards": len(keys.sharding
 
 def run(tmp_path, devices: int, agent: str) -> dict:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu"}
-    budget = {**TINY, "corridor_lengths": list(TINY["corridor_lengths"])}
+    budget = {**TINY, "values": list(TINY["values"])}
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path / f"d{devices}"), json.dumps(budget), agent],
         capture_output=True, text=True, env=env, timeout=600, cwd=os.getcwd(),

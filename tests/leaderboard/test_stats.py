@@ -52,5 +52,5 @@ def test_summarize_score_and_longest_solved():
     assert board["longest_solved"] == 180  # lower bound >= 0.9 at 180 even though 160 is not solved
     assert board["per_length"][160]["ci_low"] < 0.9
     assert summarize({10: [0.0, 0.1]})["longest_solved"] is None
-    with pytest.raises(ValueError, match="at least one corridor length"):
+    with pytest.raises(ValueError, match="at least one value"):
         summarize({})

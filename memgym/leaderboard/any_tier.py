@@ -1,0 +1,180 @@
+"""The any-framework tier: the harness steps a Gymnasium vector env itself and counts every episode.
+
+One task is one cell: a fresh agent (built with the cell's seed) trains for
+``total_steps // num_envs`` steps of a ``SyncVectorEnv`` of ``num_envs`` copies
+of the track's env (same-step auto-reset), then plays ``eval_episodes``
+evaluation episodes on fixed reset seeds — ``EVALUATION_SEED + 1000·index + i``,
+where ``index`` is the swept value's integer (the corridor length) — ``num_envs``
+at a time, counting only each stream's first episode. Each finished episode's
+outcome is the track's score read from the ``info`` of its last step.
+
+An agent is stopped when its ``cell_timeout`` is up: checked before every
+action, and by ``SIGALRM`` in the main thread, which interrupts a hung ``act``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from memgym.leaderboard.cells import (CURVE_POINTS, NUM_ENVS, CellFailure, Task, cell_record, describe_agent,
+                                      failure_reason)
+from memgym.leaderboard.protocol import load_factory
+from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
+
+
+def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> list[dict[str, Any]]:
+    """Train and evaluate each cell of ``task``; one record per cell, failed where the agent failed."""
+    started = time.perf_counter()
+    try:
+        factory = load_factory(task.spec)
+    except Exception as error:  # noqa: BLE001 - the agent's fault is its cells' result
+        seconds = (time.perf_counter() - started) / len(task.cells)
+        return [cell_record(task, budget, cell, {"spec": task.spec}, seconds, reason=failure_reason(error))
+                for cell in task.cells]
+    records = []
+    for cell in task.cells:
+        value, seed = cell
+        cell_started = time.perf_counter()
+        agent_info: dict[str, Any] = {"spec": task.spec}
+        try:
+            agent = factory(task.track.context(num_envs=NUM_ENVS, seed=seed, total_steps=budget.total_steps,
+                                               value=value))
+            agent_info = describe_agent(task.spec, factory, agent)
+            deadline = math.inf if cell_timeout is None else cell_started + float(cell_timeout)
+            with _alarm(cell_timeout):
+                train_counters = train(agent, task.track, budget, value, seed, NUM_ENVS, deadline)
+                evaluation = evaluate(agent, task.track, budget, value, NUM_ENVS, deadline)
+            records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
+                                       train=train_counters, evaluation=evaluation))
+        except Exception as error:  # noqa: BLE001 - the agent's fault is this cell's result
+            records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
+                                       reason=failure_reason(error)))
+    return records
+
+
+def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_envs: int,
+          deadline: float = math.inf) -> dict[str, Any]:
+    """Train on a vector env the harness steps; its counters (the track's score summed over episodes)."""
+    score = track.score
+    envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
+    num_actions = int(envs.single_action_space.n)
+    obs, _ = envs.reset(seed=seed)
+    begin = np.ones(num_envs, bool)
+    zero = score.number(0)
+    totals = {"steps": 0, "episodes": 0, score.total: zero, "window_episodes": 0, f"window_{score.total}": zero,
+              "invalid_actions": 0}
+    curve = np.zeros((CURVE_POINTS, 2), np.int64 if score.counted else np.float64)  # [episodes, score sum]
+    window_start = budget.total_steps - budget.train_window
+    steps_per_point = -(-budget.total_steps // CURVE_POINTS)
+    try:
+        for _ in range(budget.total_steps // num_envs):
+            action = _checked_actions(agent.act(obs, begin), num_envs, num_actions, deadline)
+            next_obs, reward, terminated, truncated, info = envs.step(action)
+            done = terminated | truncated
+            final_obs, outcome = next_obs.copy(), np.zeros(num_envs, bool if score.counted else np.float64)
+            for i in np.flatnonzero(done):  # episode ends only (SAME_STEP autoreset put the new first obs in next_obs)
+                final_obs[i] = info["final_obs"][i]
+                outcome[i] = info["final_info"][score.key][i]
+            agent.observe(action, reward, final_obs, terminated, truncated)
+            finished, scored = int(done.sum()), score.number(outcome.sum())
+            curve[min(totals["steps"] // steps_per_point, CURVE_POINTS - 1)] += (finished, scored)
+            if totals["steps"] >= window_start:
+                totals["window_episodes"] += finished
+                totals[f"window_{score.total}"] += scored
+            totals["steps"] += num_envs
+            totals["episodes"] += finished
+            totals[score.total] += scored
+            obs, begin = next_obs, done
+    finally:
+        envs.close()
+    totals["curve"] = [[int(episodes), score.number(scored)] for episodes, scored in curve.tolist()]
+    return totals
+
+
+def evaluate(agent: Any, track: Track, budget: Preset, value: Any, num_envs: int,
+             deadline: float = math.inf) -> dict[str, Any]:
+    """``eval_episodes`` episodes on fixed seeds, ``num_envs`` at a time; only first episodes count."""
+    score = track.score
+    outcomes: list[tuple[Any, float, int]] = []
+    base = EVALUATION_SEED + 1000 * track.sweep.index(value)
+    for first in range(0, budget.eval_episodes, num_envs):
+        envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
+        num_actions = int(envs.single_action_space.n)
+        obs, _ = envs.reset(seed=[base + first + i for i in range(num_envs)])
+        begin = np.ones(num_envs, bool)
+        finished = np.zeros(num_envs, bool)
+        outcome = np.zeros(num_envs, bool if score.counted else np.float64)
+        returns = np.zeros(num_envs)
+        steps = np.zeros(num_envs, int)
+        try:
+            while not finished.all():
+                action = _checked_actions(agent.act(obs, begin), num_envs, num_actions, deadline)
+                obs, reward, terminated, truncated, info = envs.step(action)
+                done = terminated | truncated
+                live = ~finished
+                returns += np.where(live, reward, 0.0)
+                steps += live
+                for i in np.flatnonzero(done & live):
+                    outcome[i] = info["final_info"][score.key][i]
+                finished |= done
+                begin = done
+        finally:
+            envs.close()
+        outcomes += list(zip(outcome.tolist(), returns.tolist(), steps.tolist()))
+    outcomes = outcomes[: budget.eval_episodes]
+    return {
+        "episodes": len(outcomes),
+        score.name: float(np.mean([o[0] for o in outcomes])),
+        "mean_return": float(np.mean([o[1] for o in outcomes])),
+        "mean_length": float(np.mean([o[2] for o in outcomes])),
+    }
+
+
+def _vector_env(track: Track, value: Any, num_envs: int, max_episode_steps: int | None) -> gym.vector.VectorEnv:
+    return gym.vector.SyncVectorEnv(
+        [lambda: track.make_env(value, max_episode_steps)] * num_envs,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+def _checked_actions(actions: Any, num_envs: int, num_actions: int, deadline: float) -> np.ndarray:
+    """The agent's actions as an int array, or :class:`CellFailure` saying what is wrong with them."""
+    if time.perf_counter() > deadline:
+        raise CellFailure("exceeded the wall-clock limit per cell")
+    actions = np.asarray(actions)
+    if actions.shape != (num_envs,):
+        raise CellFailure(f"act returned actions of shape {actions.shape}; expected ({num_envs},)")
+    if not np.issubdtype(actions.dtype, np.number) or not np.all(np.isfinite(actions)):
+        raise CellFailure(f"act returned non-numeric or NaN actions: {actions.tolist()}")
+    if np.any(actions != np.round(actions)) or np.any((actions < 0) | (actions > num_actions - 1)):
+        raise CellFailure(f"act returned invalid actions {actions.tolist()}; "
+                          f"the action space is Discrete({num_actions})")
+    return actions.astype(np.int64)
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise CellFailure("exceeded the wall-clock limit per cell")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
