@@ -3,8 +3,8 @@
 Part 1 — discounted return and GAE (monoid paper Thm. 3.3, App. D.1; Fig. 4 and
 §3 report the speed-up) over one tape of random episodes, three ways:
 
-* ``associative`` — :func:`memgym.memory.returns.discounted_return` /
-  :func:`~memgym.memory.returns.generalized_advantage` jitted with
+* ``associative`` — :func:`memgym.agents.returns.discounted_return` /
+  :func:`~memgym.agents.returns.generalized_advantage` jitted with
   ``method="associative"`` (``jax.lax.associative_scan`` over the resettable
   affine monoid);
 * ``lax.scan`` — the same functions with ``method="sequential"``;
@@ -17,7 +17,7 @@ Part 1 — discounted return and GAE (monoid paper Thm. 3.3, App. D.1; Fig. 4 an
   function is compiled once per distinct episode length during the warm-up.
 
 An extra column times the plain per-step numpy loop that the unit tests use as
-ground truth (``*_reference`` in :mod:`memgym.memory.returns`).
+ground truth (``*_reference`` in :mod:`memgym.agents.returns`).
 
 Episodes have lengths drawn uniformly from ``1 … 2·mean − 1`` (the paper draws
 them uniformly from one to a maximum length); each finished episode ends
@@ -61,13 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym import memory
-from memgym.memory import monoid as monoid_module
-from memgym.memory.returns import (
+from memgym.agents.returns import (
     discounted_return,
     discounted_return_reference,
     generalized_advantage,
     generalized_advantage_reference,
 )
+from memgym.memory import monoid as monoid_module
 
 GAMMA, LAM = 0.99, 0.95
 

@@ -127,7 +127,7 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
         algorithm="a2c", memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef,
         num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
     )
-    steps_per_update = config.steps_per_update
+    steps_per_update = config.env_steps_per_update
     env = TMazeJax()
     env_params = tmaze_params(opts["corridor_length"], max_episode_steps=opts["max_episode_steps"])
     trainer = ActorCriticTrainer(config, env, example_params=env_params)

@@ -327,23 +327,28 @@ def _config_fields(cls) -> list:
     return [f for f in dataclasses.fields(cls) if f.name not in TRAIN_FIXED]
 
 
+def _config_classes() -> list[type]:
+    """The config classes of the ``--agent`` names, each once."""
+    from memgym.agents.config import AGENTS
+
+    return list(dict.fromkeys(cls for cls, _ in AGENTS.values()))
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    from memgym.agents.config import ActorCriticConfig, DQNConfig
+    from memgym.agents.config import AGENTS
     from memgym.agents.training import TMAZE_IDS, train_gymnasium, train_tmaze
 
-    cls = DQNConfig if args.agent == "dqn" else ActorCriticConfig
+    cls, fixed = AGENTS[args.agent]
     allowed = {f.name for f in _config_fields(cls)}
     options = {}
-    for name in {f.name for f in _config_fields(ActorCriticConfig)} | {f.name for f in _config_fields(DQNConfig)}:
+    for name in {f.name for c in _config_classes() for f in _config_fields(c)}:
         value = getattr(args, name, None)
         if value is None:
             continue
         if name not in allowed:
             raise ValueError(f"--{name.replace('_', '-')} does not apply to --agent {args.agent}")
         options[name] = value
-    if cls is ActorCriticConfig:
-        options["algorithm"] = args.agent
-    config = cls(memory=args.memory, total_steps=args.steps, **options)
+    config = cls(memory=args.memory, total_steps=args.steps, **options, **fixed)
     log = lambda line: print(line, flush=True)  # noqa: E731
     print(f"memgym train: {config}", flush=True)
     if args.env in TMAZE_IDS:
@@ -361,21 +366,35 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    from memgym.agents.config import ActorCriticConfig, DQNConfig
+    """A flag per config field (of every ``--agent``), its help the field's docstring and default.
 
-    seen = set()
-    for cls in (ActorCriticConfig, DQNConfig):
+    A field of several configs is one flag; where their docs or defaults differ, the help
+    gives each agent's.
+    """
+    from memgym.agents.config import AGENTS, field_docs
+
+    agents_of = {cls: "/".join(name for name, (c, _) in AGENTS.items() if c is cls) for cls in _config_classes()}
+    fields: dict[str, list] = {}
+    for cls in _config_classes():
+        docs = field_docs(cls)
         for field in _config_fields(cls):
-            if field.name in seen:
-                continue
-            seen.add(field.name)
-            kind = type(field.default)
-            if kind is bool:
-                parser.add_argument(f"--{field.name.replace('_', '-')}", type=lambda t: t.lower() in ("1", "true", "yes"),
-                                    default=None, metavar="BOOL", help=f"default {field.default}")
-            else:
-                parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=None,
-                                    help=f"default {field.default!r} ({cls.__name__})")
+            fields.setdefault(field.name, []).append((agents_of[cls], field, docs.get(field.name, "")))
+    for name, entries in fields.items():
+        texts = [f"{doc} (default {field.default!r})".strip() for _, field, doc in entries]
+        if len(set(texts)) == 1:
+            help_text = texts[0]
+        else:
+            help_text = "; ".join(f"{agents}: {text}" for (agents, _, _), text in zip(entries, texts))
+        if len(entries) < len(_config_classes()):
+            help_text += f" [--agent {entries[0][0]} only]"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
+        field = entries[0][1]
+        flag = f"--{name.replace('_', '-')}"
+        if type(field.default) is bool:
+            parser.add_argument(flag, type=lambda t: t.lower() in ("1", "true", "yes"), default=None, metavar="BOOL",
+                                help=help_text)
+        else:
+            parser.add_argument(flag, type=type(field.default), default=None, help=help_text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,7 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train an agent on T-Maze or any Gymnasium env (progress, CSV log, "
                                          "checkpoints, curve)")
-    train.add_argument("--agent", choices=["a2c", "ppo", "dqn"], default="a2c")
+    try:
+        from memgym.agents.config import AGENTS
+
+        agents = list(AGENTS)
+    except ImportError:  # environments-only install: `memgym train` needs the [agents] extra
+        agents = ["a2c", "ppo", "dqn"]
+    train.add_argument("--agent", choices=agents, default="a2c", help="the algorithm (its config's fields are flags)")
     train.add_argument("--memory", default="arelit", help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model")
     train.add_argument("--env", default="memgym/TMaze-v0",
                        help="memgym/TMaze-v0 (jitted, all seeds at once) or any registered Gymnasium env with "

@@ -2,7 +2,11 @@
 
 Every option of an agent is a field of a frozen dataclass, so a config is hashable
 (it is closed over by jitted functions), printable, and the ``memgym train``
-command exposes each field as a flag.
+command exposes each field as a flag whose help is the field's docstring (the
+string literal right under it, :func:`field_docs`). In every config
+``steps_per_update`` is the number of environment steps *per environment* in one
+update (A2C/PPO: the rollout length) and ``env_steps_per_update`` the number over
+all environments.
 
 :data:`MEMORY_PRESETS` are thesis Table A.2 (T-Maze, ≈1.6M parameters per agent):
 LSTM d = 600, GRU d = 680 (and the table's larger sizes, ``lstm-1200`` and
@@ -85,66 +89,111 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     return name, config
 
 
-def _positive(config: Any, *names: str) -> None:
+def _check_interval(config: Any, low: float, high: float, *names: str, include_low: bool = True) -> None:
+    """Real-valued fields in ``[low, high]`` (``(low, high]`` without ``include_low``)."""
     for name in names:
         value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name} must be positive, got {name}={value!r}")
+        inside = (low <= value if include_low else low < value) and value <= high
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not inside:
+            bounds = f"{'[' if include_low else '('}{low}, {high}]"
+            raise ValueError(f"{name} must be in {bounds}, got {name}={value!r}")
 
 
-def _unit(config: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {name}={value!r}")
+def _check_positive(config: Any, *names: str) -> None:
+    """Integer fields >= 1 (:func:`memgym.memory.validation.check_positive`)."""
+    from memgym.memory.validation import check_positive
+
+    check_positive(**{name: getattr(config, name) for name in names})
+
+
+class _Schedule:
+    """How many updates a run takes; ``steps_per_update`` means the same in every config."""
+
+    num_envs: int
+    steps_per_update: int
+    total_steps: int
+
+    @property
+    def env_steps_per_update(self) -> int:
+        """Environment steps of one update over all environments (``num_envs × steps_per_update``)."""
+        return self.num_envs * self.steps_per_update
+
+    @property
+    def num_updates(self) -> int:
+        """Updates in a run of ``total_steps`` environment steps (rounded down)."""
+        return self.total_steps // self.env_steps_per_update
+
+
+INF = float("inf")
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorCriticConfig:
+class ActorCriticConfig(_Schedule):
     """A2C (thesis §2.2.1, §5.1.2, Table A.1) or recurrent PPO (§2.2.2, Table A.3).
 
     Defaults are the thesis T-Maze A2C setup: 8 environments × 256-step rollouts,
     γ 0.99, GAE λ 0.95, value coefficient 0.5, actor/critic heads 2 × 128 tanh.
     """
 
-    algorithm: str = "a2c"  # "a2c" | "ppo"
-    memory: str = "arelit"  # a MEMORY_PRESETS name or a memgym.memory model name
-    memory_config: str = ""  # JSON overrides of the memory model's options
-    total_steps: int = 1_000_000  # environment steps over all environments
+    algorithm: str = "a2c"
+    """"a2c" (one gradient step per rollout) or "ppo" (clipped epochs over minibatches)"""
+    memory: str = "arelit"
+    """memory model: a MEMORY_PRESETS name (e.g. arelit, gtrxl-256, tiny-gru) or a memgym.memory model name"""
+    memory_config: str = ""
+    """JSON object of memory model options overriding the preset's, e.g. '{"features": 64}'"""
+    total_steps: int = 1_000_000
+    """environment steps of the whole run, over all environments"""
     num_envs: int = 8
+    """environments stepped in parallel"""
     rollout_length: int = 256
+    """environment steps per environment in one rollout, i.e. per update (= steps_per_update)"""
     learning_rate: float = 1e-4
+    """Adam learning rate"""
     entropy_coef: float = 1e-3
+    """weight of the entropy bonus in the loss"""
     value_coef: float = 0.5
+    """weight of the critic's squared TD(λ) error in the loss"""
     gamma: float = 0.99
+    """discount factor γ"""
     gae_lambda: float = 0.95
+    """GAE λ"""
     max_grad_norm: float = 0.5
+    """gradients are clipped to this global norm"""
     head_width: int = 128
+    """width of the actor and critic heads' hidden layers"""
     head_layers: int = 2
-    bootstrap_truncated: bool = True  # value of the cut-off observation on time-limit truncation
-    # PPO only
+    """hidden tanh layers of the actor and critic heads"""
+    bootstrap_truncated: bool = True
+    """on a time-limit truncation bootstrap from the value of the cut-off observation
+    (else treat it as terminal)"""
     epochs: int = 4
+    """PPO: passes over each rollout"""
     num_minibatches: int = 4
+    """PPO: minibatches per epoch (must divide the environments, or the segments, of a rollout)"""
     clip_eps: float = 0.1
+    """PPO: ratio clipping ε"""
     value_clip: float = 1.0
-    batching: str = "tape"  # "tape": whole rollouts from stored carries; "segment": length-L segments
+    """PPO: values may move at most this far from the acting-time values"""
+    batching: str = "tape"
+    """PPO minibatches: "tape" (whole environment streams replayed from stored carries, full BPTT)
+    or "segment" (segment_length-step segments from a fresh carry, truncated BPTT)"""
     segment_length: int = 64
+    """PPO with batching="segment": steps per segment (must divide rollout_length)"""
 
     def __post_init__(self) -> None:
         if self.algorithm not in ("a2c", "ppo"):
             raise ValueError(f"algorithm must be 'a2c' or 'ppo', got algorithm={self.algorithm!r}")
         if self.batching not in ("tape", "segment"):
             raise ValueError(f"batching must be 'tape' or 'segment', got batching={self.batching!r}")
-        _positive(self, "total_steps", "num_envs", "rollout_length", "learning_rate", "max_grad_norm",
-                  "head_width", "head_layers", "epochs", "num_minibatches", "clip_eps", "value_clip",
-                  "segment_length")
-        _unit(self, "gamma", "gae_lambda")
-        if self.entropy_coef < 0 or self.value_coef < 0:
-            raise ValueError(f"entropy_coef and value_coef must be >= 0, got {self.entropy_coef}, {self.value_coef}")
-        if self.total_steps < self.steps_per_update:
+        _check_positive(self, "total_steps", "num_envs", "rollout_length", "head_width", "head_layers", "epochs",
+                        "num_minibatches", "segment_length")
+        _check_interval(self, 0.0, INF, "learning_rate", "max_grad_norm", "clip_eps", "value_clip", include_low=False)
+        _check_interval(self, 0.0, 1.0, "gamma", "gae_lambda")
+        _check_interval(self, 0.0, INF, "entropy_coef", "value_coef")
+        if self.total_steps < self.env_steps_per_update:
             raise ValueError(
                 f"total_steps={self.total_steps} is less than one update (num_envs × rollout_length = "
-                f"{self.steps_per_update})"
+                f"{self.env_steps_per_update})"
             )
         if self.algorithm == "ppo":
             rows = self.num_envs if self.batching == "tape" else self.num_envs * self.rollout_length // self.segment_length
@@ -161,49 +210,66 @@ class ActorCriticConfig:
 
     @property
     def steps_per_update(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // self.steps_per_update
+        """Environment steps per environment in one update: the rollout length."""
+        return self.rollout_length
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(_Schedule):
     """Double DQN with a dueling head over a memory model, TBB or SBB replay (monoid paper §5.3, Alg. 1–2)."""
 
     memory: str = "ffm"
+    """memory model: a MEMORY_PRESETS name (e.g. arelit, gtrxl-256, tiny-gru) or a memgym.memory model name"""
     memory_config: str = ""
+    """JSON object of memory model options overriding the preset's, e.g. '{"features": 64}'"""
     total_steps: int = 200_000
+    """environment steps of the whole run, over all environments"""
     num_envs: int = 8
-    steps_per_update: int = 1  # environment steps per environment between gradient updates
-    batching: str = "tape"  # "tape" (TBB) or "segment" (SBB)
+    """environments stepped in parallel, each with its own replay"""
+    steps_per_update: int = 1
+    """environment steps per environment between gradient updates"""
+    batching: str = "tape"
+    """replay: "tape" (TBB: whole episodes concatenated, full BPTT) or "segment"
+    (SBB: zero-padded segments of segment_length)"""
     segment_length: int = 20
-    batch_size: int = 1000  # transitions per update (SBB: batch_size // segment_length segments)
-    buffer_size: int = 100_000  # transitions (split across the environments' tapes)
+    """SBB: transitions per stored segment"""
+    batch_size: int = 1000
+    """transitions per gradient update (SBB: batch_size // segment_length segments)"""
+    buffer_size: int = 100_000
+    """replay capacity in transitions, split evenly across the environments' replays"""
     learning_starts: int = 5_000
+    """environment steps (over all environments) before the first gradient update"""
     learning_rate: float = 1e-4
+    """Adam learning rate"""
     gamma: float = 0.99
-    target_rate: float = 0.995  # Polyak β: target ← β·target + (1 − β)·online
+    """discount factor γ"""
+    target_rate: float = 0.995
+    """Polyak β of the target network: target ← β·target + (1 − β)·online after every update"""
     epsilon_start: float = 1.0
+    """ε of ε-greedy exploration at the start"""
     epsilon_end: float = 0.05
-    epsilon_fraction: float = 0.2  # of total_steps spent annealing ε
+    """ε after annealing"""
+    epsilon_fraction: float = 0.2
+    """fraction of total_steps over which ε falls linearly from epsilon_start to epsilon_end"""
     max_grad_norm: float = 10.0
+    """gradients are clipped to this global norm"""
     head_width: int = 128
+    """width of the dueling value and advantage heads"""
 
     def __post_init__(self) -> None:
         if self.batching not in ("tape", "segment"):
             raise ValueError(f"batching must be 'tape' or 'segment', got batching={self.batching!r}")
-        _positive(self, "total_steps", "num_envs", "steps_per_update", "segment_length", "batch_size",
-                  "buffer_size", "learning_rate", "max_grad_norm", "head_width", "epsilon_fraction")
-        _unit(self, "gamma", "target_rate", "epsilon_start", "epsilon_end")
+        _check_positive(self, "total_steps", "num_envs", "steps_per_update", "segment_length", "batch_size",
+                        "buffer_size", "head_width")
+        _check_interval(self, 0.0, INF, "learning_rate", "max_grad_norm", "epsilon_fraction", include_low=False)
+        _check_interval(self, 0.0, 1.0, "gamma", "target_rate", "epsilon_start", "epsilon_end")
         starts = self.learning_starts
         if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
             raise ValueError(f"learning_starts must be a non-negative integer, got learning_starts={starts!r}")
-        if self.total_steps < self.num_envs * self.steps_per_update:
+        if self.total_steps < self.env_steps_per_update:
             raise ValueError(
                 f"total_steps={self.total_steps} is less than one update "
-                f"(num_envs × steps_per_update = {self.num_envs * self.steps_per_update})"
+                f"(num_envs × steps_per_update = {self.env_steps_per_update})"
             )
         # Each environment keeps its own replay (a tape, or rows of segments).
         if self.batching == "tape" and self.batch_size % self.num_envs:
@@ -227,6 +293,35 @@ class DQNConfig:
             )
         resolve_memory(self.memory, self.memory_config)
 
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // (self.num_envs * self.steps_per_update)
+
+#: ``memgym train --agent NAME`` -> (config class, the fields NAME fixes). The trainer of each
+#: config class is :data:`memgym.agents.registry.TRAINERS`.
+AGENTS: dict[str, tuple[type, dict[str, Any]]] = {
+    "a2c": (ActorCriticConfig, {"algorithm": "a2c"}),
+    "ppo": (ActorCriticConfig, {"algorithm": "ppo"}),
+    "dqn": (DQNConfig, {}),
+}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring of each field of dataclass ``cls``: the string literal right under the field.
+
+    Read from the class's source (the CleanRL/tyro convention), so it is empty when
+    the source is not available.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body[0].body
+    docs = {}
+    for field, following in zip(body, body[1:]):
+        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[field.target.id] = " ".join(following.value.value.split())
+    return docs

@@ -32,26 +32,28 @@ episode (TBB: whole episodes, the last possibly cut) or a segment's run of one
 episode (SBB: a segment that starts mid-episode starts from a fresh carry, the
 truncated BPTT that defines SBB).
 
-**Collection.** ``num_envs`` environments act ε-greedily with the online network,
-one step at a time (``T = 1``), carrying their memory across updates (begin flags
-reset it). ε falls linearly from ``epsilon_start`` to ``epsilon_end`` over
-``epsilon_fraction · total_steps`` environment steps. Each update collects
-``steps_per_update`` steps per environment, appends them (``obs, action, reward,
-next_obs, terminated`` with begin flags) to that environment's own replay — one
+**Collection.** ``num_envs`` environments act ε-greedily with the online network
+(:func:`epsilon_greedy`), one step at a time (``T = 1``), carrying their memory
+across updates (begin flags reset it). ε falls linearly from ``epsilon_start`` to
+``epsilon_end`` over ``epsilon_fraction · total_steps`` environment steps. Each
+update collects ``steps_per_update`` steps per environment (the collectors of
+:mod:`memgym.agents.trainer`), appends them (``obs, action, reward, next_obs,
+terminated`` with begin flags) to that environment's own replay — one
 :class:`~memgym.buffers.tape.TapeReplay` per environment (§5.1, "one D, I per
 worker") of ``buffer_size // num_envs`` transitions, or one
 :class:`~memgym.buffers.segment.SegmentReplay` of ``(buffer_size // num_envs) //
 segment_length`` rows — and, once ``learning_starts`` environment steps are done,
 takes one gradient step on ``batch_size`` sampled transitions.
 
-Sampling: TBB draws ``batch_size // num_envs`` transitions from each tape
-(:meth:`~memgym.buffers.tape.TapeReplay.sample_tapes`) and treats the concatenation
-as one tape. SBB draws ``batch_size // segment_length`` segments uniformly from the
-union of every environment's rows (eq. 26–27 stack all segments into one
-dataset), so it only needs ``segment_length`` to divide ``batch_size``.
+Sampling is the replays' ``sample_stacked``: TBB draws ``batch_size // num_envs``
+transitions from each tape and treats the concatenation as one tape; SBB draws
+``batch_size // segment_length`` segments uniformly from the union of every
+environment's rows (eq. 26–27 stack all segments into one dataset), so it only
+needs ``segment_length`` to divide ``batch_size``.
 
-``DQNTrainer(config, env)`` gives ``init``, ``update``, ``run`` and ``train`` like
-:class:`~memgym.agents.actor_critic.ActorCriticTrainer`; ``train`` is pure, so
+:class:`DQNTrainer` is a :class:`~memgym.agents.trainer.BaseTrainer`: it writes the
+ε-greedy policy step and the learning step (replay, double-DQN update, target);
+``init``, ``run`` and ``train`` are the base's, pure, so
 ``jax.jit(jax.vmap(trainer.train))`` trains many seeds and corridor lengths at once.
 """
 
@@ -61,34 +63,42 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
-from memgym.agents.metrics import episode_stats
-from memgym.agents.config import DQNConfig, resolve_memory
+from memgym.agents.config import DQNConfig
 from memgym.agents.networks import DuelingQNetwork, frozen_config
+from memgym.agents.spec import EnvSpec
+from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory
 from memgym.buffers import make_replay
 from memgym.buffers.tape import Batch
 from memgym.envs.functional import FunctionalEnv
 
 PyTree = Any
 
+#: Fields of a stored transition (with its begin flag beside it).
+TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
 
 @struct.dataclass
-class DQNRunnerState:
-    """Everything a DQN run carries between updates (environment and replay leaves are ``[E, ...]``)."""
+class DQNLearner:
+    """What DQN's learning step carries besides the online parameters (replay leaves are ``[E, ...]``)."""
 
-    params: PyTree
     target_params: PyTree
     opt_state: PyTree
     replay: PyTree
-    env_state: PyTree
-    obs: jax.Array
-    begin: jax.Array
-    carry: PyTree
-    key: jax.Array
-    update: jax.Array
+
+
+def epsilon_greedy(keys: list[jax.Array], q: jax.Array, epsilon: jax.Array) -> jax.Array:
+    """Actions ``[E]`` from Q values ``[E, A]``: uniformly random with probability ε, else greedy.
+
+    ``keys`` are two PRNG keys: whether to explore, and the random action.
+    """
+    key_explore, key_random = keys
+    num_envs, num_actions = q.shape
+    explore = jax.random.uniform(key_explore, (num_envs,)) < epsilon
+    random_action = jax.random.randint(key_random, (num_envs,), 0, num_actions)
+    return jnp.where(explore, random_action, jnp.argmax(q, axis=-1)).astype(jnp.int32)
 
 
 def markov_tape(obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
@@ -119,36 +129,23 @@ def markov_tape(obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
     return tape_obs, tape_begin, state_index, next_index
 
 
-class DQNTrainer:
-    """Recurrent double DQN on a :class:`~memgym.envs.functional.FunctionalEnv` (see module docstring)."""
+class DQNTrainer(BaseTrainer):
+    """Recurrent double DQN (see module docstring). ``state.learner`` is a :class:`DQNLearner`."""
 
-    def __init__(self, config: DQNConfig, env: FunctionalEnv, example_params: Any | None = None):
-        self.config = config
-        self.env = env
-        params = env.default_params() if example_params is None else example_params
-        space = env.observation_space(params)
-        self.obs_size, self.obs_dtype = int(space.shape[0]), np.dtype(space.dtype)
-        self.image_shape = getattr(env, "image_shape", None)  # set by host loops for image observations
-        self.num_actions = int(env.action_space(params).n)
-        name, memory_config = resolve_memory(config.memory, config.memory_config)
+    action_keys = 2  # explore or not, the random action
+
+    def __init__(self, config: DQNConfig, env: FunctionalEnv | EnvSpec, example_params: Any | None = None):
+        super().__init__(config, env, example_params)
         self.network = DuelingQNetwork(
-            name, frozen_config(memory_config), self.num_actions, config.head_width, self.image_shape
+            self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
+            self.spec.image_shape,
         )
         self.optimizer = optax.chain(
             optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate)
         )
         self.replay = make_replay(config.batching, config.buffer_size // config.num_envs, config.segment_length)
-        self._run = jax.jit(self._scan_updates, static_argnums=2)
 
     # --- acting ---------------------------------------------------------------------------
-
-    def initialize_carry(self) -> PyTree:
-        """The memory carry of one stream before its first observation."""
-        return self.network.initialize_carry()
-
-    def init_params(self, key: jax.Array) -> PyTree:
-        obs = jnp.zeros((1, self.obs_size), self.obs_dtype)
-        return self.network.init(key, obs, jnp.ones(1, bool), self.initialize_carry())
 
     def q_values(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array):
         """One stream, one step: ``(q[A], carry)``."""
@@ -166,90 +163,34 @@ class DQNTrainer:
         progress = jnp.clip(env_steps / (config.epsilon_fraction * config.total_steps), 0.0, 1.0)
         return config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
 
-    # --- training -------------------------------------------------------------------------
+    def acting(self, state: TrainState):
+        """The online parameters and this update's ε (also reported as the metric ``epsilon``)."""
+        epsilon = self.epsilon(self.env_steps(state.update))
+        return (state.params, epsilon), dict(epsilon=epsilon)
+
+    def policy_step(self, acting, carry, obs, begin, keys):
+        """ε-greedy on the online network's Q values; nothing extra to record."""
+        params, epsilon = acting
+        q, carry = jax.vmap(self.q_values, in_axes=(None, 0, 0, 0))(params, carry, obs, begin)
+        return epsilon_greedy(keys, q, epsilon), carry, {}
+
+    # --- learning -------------------------------------------------------------------------
 
     def _example_transition(self) -> dict[str, jax.Array]:
-        obs = jnp.zeros(self.obs_size, self.obs_dtype)
+        obs = jnp.zeros(self.spec.obs_size, self.spec.obs_dtype)
         return dict(
             obs=obs, action=jnp.zeros((), jnp.int32), reward=jnp.zeros((), jnp.float32),
             next_obs=obs, terminated=jnp.zeros((), bool),
         )
 
-    def init(self, key: jax.Array, env_params: Any) -> DQNRunnerState:
-        num_envs = self.config.num_envs
-        key, key_params, key_reset = jax.random.split(key, 3)
-        params = self.init_params(key_params)
-        obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(jax.random.split(key_reset, num_envs), env_params)
-        carry = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs,) + x.shape), self.initialize_carry())
-        replay = jax.vmap(lambda _: self.replay.init(self._example_transition()))(jnp.arange(num_envs))
-        return DQNRunnerState(
-            params=params,
-            target_params=params,
-            opt_state=self.optimizer.init(params),
-            replay=replay,
-            env_state=env_state,
-            obs=obs,
-            begin=jnp.ones(num_envs, bool),
-            carry=carry,
-            key=key,
-            update=jnp.zeros((), jnp.int32),
-        )
+    def init_learner(self, params: PyTree) -> DQNLearner:
+        replay = jax.vmap(lambda _: self.replay.init(self._example_transition()))(jnp.arange(self.config.num_envs))
+        return DQNLearner(target_params=params, opt_state=self.optimizer.init(params), replay=replay)
 
-    def env_steps(self, update: jax.Array) -> jax.Array:
-        """Environment steps (over all environments) after ``update`` updates."""
-        return update * (self.config.num_envs * self.config.steps_per_update)
-
-    def collect(self, state: DQNRunnerState, env_params: Any) -> tuple[DQNRunnerState, dict[str, jax.Array]]:
-        """``steps_per_update`` ε-greedy steps of every environment, appended to their replays."""
-        num_envs = self.config.num_envs
-        q_values = jax.vmap(self.q_values, in_axes=(None, 0, 0, 0))
-        step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
-        epsilon = self.epsilon(self.env_steps(state.update))
-
-        def one_step(runner, _):
-            env_state, obs, begin, carry, key = runner
-            key, key_explore, key_random, key_env = jax.random.split(key, 4)
-            q, next_carry = q_values(state.params, carry, obs, begin)
-            explore = jax.random.uniform(key_explore, (num_envs,)) < epsilon
-            random_action = jax.random.randint(key_random, (num_envs,), 0, self.num_actions)
-            action = jnp.where(explore, random_action, jnp.argmax(q, axis=-1)).astype(jnp.int32)
-            next_obs, env_state, reward, terminated, truncated, info = step(
-                jax.random.split(key_env, num_envs), env_state, action, env_params
-            )
-            transition = dict(
-                obs=obs, action=action, reward=reward, next_obs=info["final_obs"], terminated=terminated
-            )
-            runner = (env_state, next_obs, terminated | truncated, next_carry, key)
-            return runner, (transition, begin, episode_stats(info))
-
-        start = (state.env_state, state.obs, state.begin, state.carry, state.key)
-        (env_state, obs, begin, carry, key), (steps, begins, stats) = jax.lax.scan(
-            one_step, start, None, self.config.steps_per_update
-        )
-        swap = lambda x: jnp.swapaxes(x, 0, 1)  # [T, E] -> [E, T]
-        replay = jax.vmap(self.replay.add)(state.replay, jax.tree.map(swap, steps), swap(begins))
-        state = state.replace(env_state=env_state, obs=obs, begin=begin, carry=carry, key=key, replay=replay)
-        return state, dict(jax.tree.map(jnp.sum, stats), epsilon=epsilon)
-
-    def can_learn(self, state: DQNRunnerState) -> jax.Array:
+    def can_learn(self, state: TrainState) -> jax.Array:
         """Past ``learning_starts`` environment steps, with something stored in every replay."""
-        ready = jnp.all(jax.vmap(self.replay.can_sample)(state.replay))
+        ready = jnp.all(jax.vmap(self.replay.can_sample)(state.learner.replay))
         return (self.env_steps(state.update) >= self.config.learning_starts) & ready
-
-    def sample(self, replay: PyTree, key: jax.Array) -> Batch:
-        """A train batch: TBB ``[B]`` (one tape), SBB ``[B // L, L]`` segments."""
-        config = self.config
-        if config.batching == "tape":
-            return self.replay.sample_tapes(replay, key, config.batch_size)
-        # SBB: segments uniformly over every environment's stored rows (SegmentReplay.sample
-        # draws from rows 0 … min(rows_used, capacity) − 1 of one replay; here of all of them).
-        rows = jnp.minimum(replay.rows_used, self.replay.capacity)  # [E]
-        ends = jnp.cumsum(rows)
-        drawn = jax.random.randint(key, (config.batch_size // config.segment_length,), 0, jnp.maximum(ends[-1], 1))
-        env = jnp.searchsorted(ends, drawn, side="right")
-        row = drawn - (ends[env] - rows[env])
-        take = lambda x: x[env, row]
-        return Batch(data=jax.tree.map(take, replay.data), begin=take(replay.begin), mask=take(replay.mask))
 
     def markov_q(self, params: PyTree, obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
         """``(Q(s_t)[n, A], Q(s'_t)[n, A])`` of one tape, replayed from a fresh carry (:func:`markov_tape`)."""
@@ -279,46 +220,37 @@ class DQNTrainer:
         loss = jnp.sum(weight * optax.huber_loss(td, delta=1.0)) / count
         return loss, dict(q_mean=jnp.sum(weight * q_taken) / count)
 
-    def learn(self, state: DQNRunnerState, key: jax.Array) -> tuple[DQNRunnerState, dict[str, jax.Array]]:
-        """One gradient step on a sampled batch, then the Polyak target update."""
-        batch = self.sample(state.replay, key)
-        (loss, aux), grads = jax.value_and_grad(self.loss, has_aux=True)(state.params, state.target_params, batch)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+    def gradient_step(self, state: TrainState, key: jax.Array) -> tuple[TrainState, dict[str, jax.Array]]:
+        """One gradient step on a sampled batch (TBB ``[B]``, SBB ``[B // L, L]``), then the Polyak target update."""
+        learner = state.learner
+        batch = self.replay.sample_stacked(learner.replay, key, self.config.batch_size)
+        (loss, aux), grads = jax.value_and_grad(self.loss, has_aux=True)(state.params, learner.target_params, batch)
+        updates, opt_state = self.optimizer.update(grads, learner.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         beta = self.config.target_rate
-        target_params = jax.tree.map(lambda t, p: beta * t + (1.0 - beta) * p, state.target_params, params)
-        state = state.replace(params=params, target_params=target_params, opt_state=opt_state)
+        target_params = jax.tree.map(lambda t, p: beta * t + (1.0 - beta) * p, learner.target_params, params)
+        state = state.replace(params=params, learner=learner.replace(target_params=target_params, opt_state=opt_state))
         return state, dict(loss=loss, **aux)
 
-    def update(self, state: DQNRunnerState, env_params: Any) -> tuple[DQNRunnerState, dict[str, jax.Array]]:
-        """Collect ``steps_per_update`` steps per environment, then learn if past ``learning_starts``."""
-        state, stats = self.collect(state, env_params)
-        state = state.replace(update=state.update + 1)
+    def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Append the steps to the replays, then one gradient step if past ``learning_starts``."""
+        steps = trajectory.steps
+        transitions = {name: steps[name] for name in TRANSITION_FIELDS}
+        replay = jax.vmap(self.replay.add)(state.learner.replay, transitions, steps["begin"])
         key, key_sample = jax.random.split(state.key)
-        state = state.replace(key=key)
+        state = state.replace(key=key, learner=state.learner.replace(replay=replay))
         learning = self.can_learn(state)
         state, losses = jax.lax.cond(
             learning,
-            lambda s: self.learn(s, key_sample),
+            lambda s: self.gradient_step(s, key_sample),
             lambda s: (s, dict(loss=jnp.zeros(()), q_mean=jnp.zeros(()))),
             state,
         )
-        return state, dict(stats, **losses, learning=learning, env_steps=self.env_steps(state.update))
-
-    def run(self, state: DQNRunnerState, env_params: Any, num_updates: int):
-        """``num_updates`` updates (a ``lax.scan``); metrics stacked ``[num_updates]``. Jitted."""
-        return self._run(state, env_params, num_updates)
-
-    def _scan_updates(self, state: DQNRunnerState, env_params: Any, num_updates: int):
-        return jax.lax.scan(lambda s, _: self.update(s, env_params), state, None, num_updates)
-
-    def train(self, key: jax.Array, env_params: Any) -> tuple[DQNRunnerState, dict[str, jax.Array]]:
-        """The whole run, ``config.num_updates`` updates: pure, so it jits and vmaps."""
-        return self._scan_updates(self.init(key, env_params), env_params, self.config.num_updates)
+        return state, dict(losses, learning=learning)
 
 
 def make_train(config: DQNConfig, env: FunctionalEnv | None = None):
-    """``train(key, env_params) -> (DQNRunnerState, metrics)`` for ``config``.
+    """``train(key, env_params) -> (TrainState, metrics)`` for ``config``.
 
     ``env`` defaults to the pure-JAX T-Maze; ``jax.jit(jax.vmap(train))`` over keys and
     stacked env params (e.g. different corridor lengths) trains every cell in one call.

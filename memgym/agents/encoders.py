@@ -10,7 +10,7 @@ ReLU dense layer of 256 features.
 
 Host loops keep observations that hold an image as one flat ``uint8`` vector per
 step (image bytes first, then the other parts quantised to bytes; see
-:class:`~memgym.agents.host.ObservationLayout`), so rollouts and replay buffers
+:class:`~memgym.agents.spec.ObservationLayout`), so rollouts and replay buffers
 cost 1 byte per pixel. :class:`ObservationEncoder` undoes that layout inside the
 network: it reshapes the first ``H·W·C`` entries into the image, scales
 everything to [0, 1] and concatenates the image features with the remaining

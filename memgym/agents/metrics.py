@@ -1,22 +1,29 @@
-"""Episode statistics shared by every trainer, and the thesis's success metric."""
+"""Sums of finished-episode statistics, shared by both collectors, and the thesis's success metric."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 
-def episode_stats(info: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    """Sums over finished episodes from a batch of ``info`` dicts (FunctionalEnv's statistics)."""
+def episode_sums(info: dict[str, Any]) -> dict[str, Any]:
+    """Sums over the episodes that finished in one step of a batch of environments.
+
+    ``info`` holds the statistics of :class:`~memgym.envs.functional.EpisodeStatistics`
+    (``done``, ``success``, ``episode_return``, ``episode_length``, each ``[E]``) as JAX
+    arrays (inside ``jit``) or NumPy arrays (a host loop, from
+    :func:`~memgym.envs.functional.track_episodes`).
+    """
+    xp = np if isinstance(info["done"], np.ndarray) else jnp
     done = info["done"]
     return {
         "episodes": done.sum(),
         "successes": (done & info["success"]).sum(),
-        "return_sum": jnp.where(done, info["episode_return"], 0.0).sum(),
-        "length_sum": jnp.where(done, info["episode_length"], 0).sum(),
+        "return_sum": xp.where(done, info["episode_return"], 0.0).sum(),
+        "length_sum": xp.where(done, info["episode_length"], 0).sum(),
     }
 
 

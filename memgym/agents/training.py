@@ -29,21 +29,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.agents.config import ActorCriticConfig, DQNConfig
 from memgym.agents.metrics import success_over_last
 
 TMAZE_IDS = ("memgym/TMaze-v0", "memgym/TMazeJax-v0")
 STAT_KEYS = ("episodes", "successes", "return_sum", "length_sum")
-
-
-def _trainer(config: ActorCriticConfig | DQNConfig, env, env_params):
-    if isinstance(config, DQNConfig):
-        from memgym.agents.dqn import DQNTrainer
-
-        return DQNTrainer(config, env, example_params=env_params)
-    from memgym.agents.actor_critic import ActorCriticTrainer
-
-    return ActorCriticTrainer(config, env, example_params=env_params)
 
 
 def save_checkpoint(path: Path, state: Any, update: int) -> None:
@@ -155,10 +144,12 @@ def _prepare_run(out: Path, meta: dict[str, Any], resume: bool) -> None:
     meta_path.write_text(json.dumps(meta, indent=2))
 
 
-def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *, corridor_length: int,
+def train_tmaze(config: Any, out: str | os.PathLike, *, corridor_length: int,
                 max_episode_steps: int = 1000, seeds: int = 1, resume: bool = False, chunks: int = 20,
                 log: Callable[[str], None] = print) -> Path:
-    """Train ``seeds`` runs of ``config`` on the JAX T-Maze into directory ``out`` (see module docstring)."""
+    """Train ``seeds`` runs of ``config`` (any config of :data:`memgym.agents.TRAINERS`) on the JAX T-Maze
+    into directory ``out`` (see module docstring)."""
+    from memgym.agents.registry import make_trainer
     from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
     out = Path(out)
@@ -169,7 +160,7 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
 
     env = TMazeJax()
     params = tmaze_params(np.full(seeds, corridor_length), max_episode_steps=np.full(seeds, max_episode_steps))
-    trainer = _trainer(config, env, tmaze_params(corridor_length, max_episode_steps=max_episode_steps))
+    trainer = make_trainer(config, env, tmaze_params(corridor_length, max_episode_steps=max_episode_steps))
     keys = jax.random.split(jax.random.key(0), seeds)
     state = jax.jit(jax.vmap(trainer.init))(keys, params)
     done = 0
@@ -178,7 +169,7 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
         log(f"resuming {out} at update {done}")
     total = config.num_updates
     per_chunk = max(1, total // chunks)
-    run = jax.jit(jax.vmap(trainer._scan_updates, in_axes=(0, 0, None)), static_argnums=2)
+    run = jax.jit(jax.vmap(trainer.run, in_axes=(0, 0, None)), static_argnums=2)
     started, start_update = time.perf_counter(), done
     board = _tensorboard(out)
     while done < total:
@@ -194,12 +185,11 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
                         board.add_scalar(f"seed{row['seed']}/{name}", value, row["env_steps"])
         done += n
         save_checkpoint(checkpoint, state, done)
-        steps_per_s = (done - start_update) * config.num_envs * _steps_per_update(config) * seeds / (
-            time.perf_counter() - started)
+        steps_per_s = (done - start_update) * config.env_steps_per_update * seeds / (time.perf_counter() - started)
         rate = metrics["successes"].sum() / max(metrics["episodes"].sum(), 1)
         ret = metrics["return_sum"].sum() / max(metrics["episodes"].sum(), 1)
         bar = "#" * (20 * done // total)
-        log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * config.num_envs * _steps_per_update(config):,} "
+        log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * config.env_steps_per_update:,} "
             f"steps/seed  {steps_per_s:,.0f} steps/s  success {rate:.2f}  return {ret:.2f}")
     if board is not None:
         board.close()
@@ -209,26 +199,21 @@ def train_tmaze(config: ActorCriticConfig | DQNConfig, out: str | os.PathLike, *
     window = min(100_000, config.total_steps // 5)
     per_seed = {k: np.array([[int(r[k]) for r in rows if int(r["seed"]) == s] for s in range(seeds)])
                 for k in ("episodes", "successes")}
-    final = success_over_last(per_seed, window, config.num_envs * _steps_per_update(config))
+    final = success_over_last(per_seed, window, config.env_steps_per_update)
     log(f"success over the last {window:,} steps per seed: {np.round(final, 3).tolist()}")
     if plot_learning_curve(csv_path, out / "learning_curve.png", f"T-Maze L={corridor_length}, {config.memory}"):
         log(f"wrote {out / 'learning_curve.png'}")
     return out
 
 
-def _steps_per_update(config: ActorCriticConfig | DQNConfig) -> int:
-    """Environment steps per environment in one update."""
-    return config.rollout_length if isinstance(config, ActorCriticConfig) else config.steps_per_update
-
-
-def train_gymnasium(config: ActorCriticConfig | DQNConfig, env_id: str, out: str | os.PathLike, *, seed: int = 0,
+def train_gymnasium(config: Any, env_id: str, out: str | os.PathLike, *, seed: int = 0,
                     resume: bool = False, chunks: int = 20, env_kwargs: dict[str, Any] | None = None,
                     log: Callable[[str], None] = print) -> Path:
     """Train ``config`` on Gymnasium env ``env_id`` through a host loop, into directory ``out``.
 
     ``config.num_envs`` copies of the env step in a synchronous vector env while
-    acting and learning stay jitted (:class:`~memgym.agents.host.HostLoop`,
-    :class:`~memgym.agents.host.DQNHostLoop`). Each update appends a row to
+    acting and learning stay jitted (:class:`~memgym.agents.host.HostLoop` with the
+    trainer of ``config``). Each update appends a row to
     ``metrics.csv``; ``chunks`` times per run a progress line is printed and
     ``checkpoint.npz`` written (atomically). ``--resume`` restores the learner
     (parameters, optimiser, replay, memory carries, update count) and restarts
@@ -237,7 +222,7 @@ def train_gymnasium(config: ActorCriticConfig | DQNConfig, env_id: str, out: str
     """
     import gymnasium as gym
 
-    from memgym.agents.host import DQNHostLoop, HostLoop, trainer_for
+    from memgym.agents.host import HostLoop
 
     out = Path(out)
     meta = {"config": dataclasses.asdict(config), "kind": type(config).__name__, "env": env_id, "seed": seed,
@@ -252,15 +237,14 @@ def train_gymnasium(config: ActorCriticConfig | DQNConfig, env_id: str, out: str
     envs = gym.make_vec(spec.id, num_envs=config.num_envs, vectorization_mode="sync",
                         vector_kwargs=dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP), **(env_kwargs or {}))
     try:
-        loop_class = DQNHostLoop if isinstance(config, DQNConfig) else HostLoop
-        loop = loop_class(trainer_for(config, envs), envs, seed=seed)
+        loop = HostLoop.for_config(config, envs, seed=seed)
         done = 0
         if resume and checkpoint.exists():
             loop.state, done = load_checkpoint(checkpoint, loop.state)
             log(f"resuming {out} at update {done} (environments restart with new episodes)")
         total = config.num_updates
         per_chunk = max(1, total // chunks)
-        per_update = config.num_envs * _steps_per_update(config)
+        per_update = config.env_steps_per_update
         started, start_update = time.perf_counter(), done
         while done < total:
             rows, episodes, return_sum = [], 0.0, 0.0

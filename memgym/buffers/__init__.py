@@ -1,8 +1,11 @@
 """Buffers: on-policy rollouts (:mod:`.rollout`), TBB replay (:mod:`.tape`), SBB replay (:mod:`.segment`).
 
 ``TapeReplay`` and ``SegmentReplay`` share ``init(example)``, ``add(state, transitions, begin)``,
-``sample(state, key, batch_size)`` and ``can_sample(state)``, so an agent picks one by config
-with :func:`make_replay`.
+``sample(state, key, batch_size)``, ``sample_stacked(states, key, batch_size)`` (one batch from
+several replays stacked by ``jax.vmap``, e.g. one per environment) and ``can_sample(state)``,
+so an agent picks one by config with :func:`make_replay` and never reads a replay's state.
+Buffers only store and sample transitions; what is computed from them (returns, advantages,
+losses) lives in :mod:`memgym.agents`.
 """
 
 from __future__ import annotations
@@ -18,16 +21,15 @@ def make_replay(kind: str, capacity: int, segment_length: int | None = None) -> 
     """
     from memgym.buffers.segment import SegmentReplay
     from memgym.buffers.tape import TapeReplay
+    from memgym.memory.validation import check_positive
 
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer, got capacity={capacity!r}")
+    check_positive(capacity=capacity)
     if kind == "tape":
         return TapeReplay(capacity)
     if kind == "segment":
         if segment_length is None:
             raise ValueError("segment_length is required for kind='segment'")
-        if isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 1:
-            raise ValueError(f"segment_length must be a positive integer, got segment_length={segment_length!r}")
+        check_positive(segment_length=segment_length)
         if capacity < segment_length:
             raise ValueError(
                 f"capacity={capacity} is smaller than one segment of segment_length={segment_length} "

@@ -10,7 +10,9 @@ so the replay can produce the bootstrap value ``V(s_T)`` in the same call
 :func:`flatten` and :func:`stream_flags` fold ``[num_envs, T]`` into one tape of
 ``num_envs · T`` (monoid paper §5: "fold the batch dimension into the time
 dimension"); the flags mark where each environment's stream starts and ends, so
-that return/GAE monoids (:func:`flat_advantages`) never mix two streams.
+that the return/GAE monoids (:func:`memgym.agents.returns.flat_advantages`)
+never mix two streams. This module only stores and lays out transitions; the
+advantages are computed in :mod:`memgym.agents.returns`.
 """
 
 from __future__ import annotations
@@ -20,9 +22,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
-
-from memgym.memory.monoid import ScanMethod
-from memgym.memory.returns import generalized_advantage
 
 PyTree = Any
 
@@ -71,22 +70,6 @@ def replay_inputs(rollout: Rollout) -> tuple[jax.Array, jax.Array]:
     return obs, begin
 
 
-def next_values(rollout: Rollout, values: jax.Array) -> jax.Array:
-    """``V(s_{t+1})`` per step from replayed ``values[E, T + 1]``; truncated steps use ``final_value``."""
-    expected = rollout.shape[0], rollout.shape[1] + 1
-    if values.shape != expected:
-        raise ValueError(f"values must have shape [E, T + 1] = {expected} (see replay_inputs), got {values.shape}")
-    return jnp.where(rollout.truncated, rollout.final_value, values[:, 1:])
-
-
-def advantages(
-    rollout: Rollout, values: jax.Array, gamma: float, lam: float, *, method: ScanMethod = "auto"
-) -> tuple[jax.Array, jax.Array]:
-    """GAE advantages and value targets ``[E, T]`` (monoid paper App. D.1), one stream per environment."""
-    gae = jax.vmap(lambda *a: generalized_advantage(*a, gamma, lam, method=method))
-    return gae(rollout.reward, values[:, :-1], next_values(rollout, values), rollout.terminated, rollout.truncated)
-
-
 def flatten(tree: PyTree) -> PyTree:
     """``[E, T, ...]`` → ``[E·T, ...]``, environment 0's stream first."""
     return jax.tree.map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), tree)
@@ -96,27 +79,3 @@ def stream_flags(num_envs: int, length: int) -> tuple[jax.Array, jax.Array]:
     """``(stream_start, stream_end)`` flags ``[E·T]`` of a flattened rollout."""
     step = jnp.tile(jnp.arange(length), num_envs)
     return step == 0, step == length - 1
-
-
-def flat_advantages(
-    rollout: Rollout, values: jax.Array, gamma: float, lam: float, *, method: ScanMethod = "auto"
-) -> tuple[jax.Array, jax.Array]:
-    """:func:`advantages` computed as one scan over the flattened tape ``[E·T]``.
-
-    Each stream's last step is an extra cut for the reverse scan (the reset flag of
-    Thm. 3.4): there the advantage does not continue into the next stream, and the
-    TD error bootstraps from ``V(s_T)`` as for a time-limit truncation.
-    """
-    num_envs, length = rollout.shape
-    _, stream_end = stream_flags(num_envs, length)
-    truncated = flatten(rollout.truncated) | (stream_end & ~flatten(rollout.terminated))
-    return generalized_advantage(
-        flatten(rollout.reward),
-        flatten(values[:, :-1]),
-        flatten(next_values(rollout, values)),
-        flatten(rollout.terminated),
-        truncated,
-        gamma,
-        lam,
-        method=method,
-    )

@@ -9,7 +9,7 @@ The rows live in a ring of ``capacity`` rows, oldest overwritten first. A fragme
 grows across :meth:`SegmentReplay.add` calls when an episode continues (the row
 being filled is sampleable already, with its mask covering what is there). The
 surface matches :class:`~memgym.buffers.tape.TapeReplay` (``init``, ``add``,
-``sample``, ``can_sample``) so an agent switches between TBB and SBB by config:
+``sample``, ``sample_stacked``, ``can_sample``) so an agent switches between TBB and SBB by config:
 ``sample(state, key, B)`` returns ``B // L`` segments, ``[B // L, L, ...]``.
 
 Episodes longer than the buffer are not an error here (unlike TBB): every fragment
@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from memgym.buffers.tape import Batch, check_transitions, is_concrete
+from memgym.memory.validation import check_positive
 
 PyTree = Any
 
@@ -62,10 +63,7 @@ class SegmentReplay:
     segment_length: int
 
     def __post_init__(self) -> None:
-        for name in ("capacity", "segment_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+        check_positive(capacity=self.capacity, segment_length=self.segment_length)
 
     def init(self, example: PyTree) -> SegmentState:
         """An empty dataset for transitions shaped like ``example`` (one transition)."""
@@ -144,13 +142,7 @@ class SegmentReplay:
           replacement, so more of them repeat; on an empty buffer every row is all
           padding (``mask`` False). Check :meth:`can_sample` or ``stored(state)`` yourself.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
-        if batch_size % self.segment_length:
-            raise ValueError(
-                f"batch_size={batch_size} must be a multiple of segment_length={self.segment_length} "
-                "(a batch is batch_size // segment_length segments)"
-            )
+        self._check_batch_size(batch_size)
         if is_concrete(state.mask) and batch_size > int(self.stored(state)):
             raise ValueError(
                 f"batch_size={batch_size} exceeds the {int(self.stored(state))} stored transitions "
@@ -162,3 +154,37 @@ class SegmentReplay:
         return Batch(
             data=jax.tree.map(lambda x: x[rows], state.data), begin=state.begin[rows], mask=state.mask[rows]
         )
+
+    def sample_stacked(self, states: SegmentState, key: jax.Array, batch_size: int) -> Batch:
+        """``batch_size // L`` rows drawn uniformly from the union of ``k`` stacked replays' rows.
+
+        ``states`` has a leading axis of ``k`` replays (``jax.vmap`` of :meth:`init` and
+        :meth:`add`, e.g. one per environment); the stored rows of all of them form one
+        dataset (monoid paper eq. 26–27), so ``batch_size`` need only be a multiple of
+        ``L``. Leaves ``[B // L, L, ...]``, as :meth:`sample`. Eagerly, ``batch_size``
+        above the real transitions stored in all replays together raises ``ValueError``;
+        under ``jit`` rows repeat (see :meth:`sample`).
+        """
+        if states.begin.ndim != 3:
+            raise ValueError("sample_stacked needs stacked SegmentStates (leading axis: one replay each)")
+        self._check_batch_size(batch_size)
+        if is_concrete(states.mask) and batch_size > int(jnp.sum(states.mask)):
+            raise ValueError(
+                f"batch_size={batch_size} exceeds the {int(jnp.sum(states.mask))} stored transitions "
+                f"of the {states.begin.shape[0]} replays (real transitions, padding not counted)"
+            )
+        rows = jnp.minimum(states.rows_used, self.capacity)  # sampleable rows of each replay
+        ends = jnp.cumsum(rows)
+        drawn = jax.random.randint(key, (batch_size // self.segment_length,), 0, jnp.maximum(ends[-1], 1))
+        replay = jnp.searchsorted(ends, drawn, side="right")
+        row = drawn - (ends[replay] - rows[replay])
+        take = lambda x: x[replay, row]  # noqa: E731
+        return Batch(data=jax.tree.map(take, states.data), begin=take(states.begin), mask=take(states.mask))
+
+    def _check_batch_size(self, batch_size: int) -> None:
+        check_positive(batch_size=batch_size)
+        if batch_size % self.segment_length:
+            raise ValueError(
+                f"batch_size={batch_size} must be a multiple of segment_length={self.segment_length} "
+                "(a batch is batch_size // segment_length segments)"
+            )

@@ -50,7 +50,7 @@ O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
   ``jit`` the batch is filled with repeated episodes (see :meth:`TapeReplay.sample`).
 
 Several independent tapes (one per worker/environment, §5.1: "keep one D, I per
-worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_tapes`
+worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_stacked`
 samples a batch from all of them.
 """
 
@@ -63,6 +63,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+from memgym.memory.validation import check_positive
 
 PyTree = Any
 
@@ -182,8 +184,7 @@ class TapeReplay:
     capacity: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:
-            raise ValueError(f"capacity must be a positive integer, got capacity={self.capacity!r}")
+        check_positive(capacity=self.capacity)
 
     def init(self, example: PyTree) -> TapeState:
         """An empty tape for transitions shaped like ``example`` (one transition, no leading axis)."""
@@ -390,8 +391,7 @@ class TapeReplay:
           so here); on an empty tape the result is meaningless (all-zero data). Check
           :meth:`can_sample` (something stored) or ``state.size >= batch_size`` yourself.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
+        check_positive(batch_size=batch_size)
         if is_concrete(state.size) and batch_size > int(state.size):
             raise ValueError(f"batch_size={batch_size} exceeds the {int(state.size)} stored transitions")
         # batch_size draws always suffice: every episode has at least one transition.
@@ -410,7 +410,7 @@ class TapeReplay:
         data = jax.tree.map(lambda x: x[ring], state.data)
         return Batch(data=data, begin=offset == 0, mask=jnp.ones(batch_size, bool))
 
-    def sample_tapes(self, states: TapeState, key: jax.Array, batch_size: int) -> Batch:
+    def sample_stacked(self, states: TapeState, key: jax.Array, batch_size: int) -> Batch:
         """Sample from ``k`` vmapped tapes: ``batch_size // k`` transitions from each, concatenated.
 
         Eagerly, raises ``ValueError`` if a tape stores fewer than ``batch_size // k``
@@ -418,9 +418,8 @@ class TapeReplay:
         """
         count = states.begin.shape[0] if states.begin.ndim == 2 else 0
         if count < 1:
-            raise ValueError("sample_tapes needs a vmapped TapeState (leading axis: one tape per worker)")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
+            raise ValueError("sample_stacked needs stacked TapeStates (leading axis: one tape per worker)")
+        check_positive(batch_size=batch_size)
         if batch_size % count:
             raise ValueError(f"batch_size={batch_size} must be a multiple of the number of tapes ({count})")
         if is_concrete(states.size):

@@ -9,8 +9,10 @@ jitted ``step`` serves any length, and ``jax.vmap`` over a batch of
     obs, state = jax.vmap(env.reset)(keys, params)
     obs, state, reward, term, trunc, info = jax.vmap(env.step)(keys, state, actions, params)
 
-``info`` carries the statistics of finished episodes (``done``, ``success``,
-``episode_return``, ``episode_length``), see :mod:`memgym.envs.functional`.
+``info["success"]`` is True on the step that ends an episode with the correct
+turn. The environment keeps no episode statistics: wrap it in
+:class:`memgym.envs.functional.EpisodeStatistics` for ``done``,
+``episode_return`` and ``episode_length`` (the trainers do).
 """
 
 from __future__ import annotations
@@ -76,18 +78,14 @@ def tmaze_params(
 
 @dataclasses.dataclass(frozen=True)
 class TMazeState:
-    """``position`` (0 … L-1), ``goal`` (0 left, 1 right), ``t`` (steps taken this
-    episode) and ``episode_return`` (rewards so far this episode)."""
+    """``position`` (0 … L-1), ``goal`` (0 left, 1 right) and ``t`` (steps taken this episode)."""
 
     position: jax.Array
     goal: jax.Array
     t: jax.Array
-    episode_return: jax.Array
 
 
-jax.tree_util.register_dataclass(
-    TMazeState, data_fields=["position", "goal", "t", "episode_return"], meta_fields=[]
-)
+jax.tree_util.register_dataclass(TMazeState, data_fields=["position", "goal", "t"], meta_fields=[])
 
 
 def _random_bits(key: jax.Array, n: int) -> jax.Array:
@@ -122,7 +120,7 @@ class TMazeJax(FunctionalEnv[TMazeParams, TMazeState]):
     def reset(self, key: jax.Array, params: TMazeParams) -> tuple[jax.Array, TMazeState]:
         bits = _random_bits(key, 1 + params.num_distractors)
         zero = jnp.zeros((), jnp.int32)
-        state = TMazeState(position=zero, goal=bits[0], t=zero, episode_return=jnp.zeros((), jnp.float32))
+        state = TMazeState(position=zero, goal=bits[0], t=zero)
         return self._observation(state, bits[1:], params), state
 
     def step_env(self, key, state, action, params):
@@ -142,16 +140,9 @@ class TMazeJax(FunctionalEnv[TMazeParams, TMazeState]):
         ).astype(jnp.float32)
         t = state.t + 1
         truncated = jnp.logical_and(~terminated, t >= params.max_episode_steps)
-        episode_return = state.episode_return + reward
-        new_state = TMazeState(position=position, goal=state.goal, t=t, episode_return=episode_return)
+        new_state = TMazeState(position=position, goal=state.goal, t=t)
         obs = self._observation(new_state, _random_bits(key, params.num_distractors), params)
-        info = {
-            "done": jnp.logical_or(terminated, truncated),
-            "success": success,
-            "episode_return": episode_return,
-            "episode_length": t,
-        }
-        return obs, new_state, reward, terminated, truncated, info
+        return obs, new_state, reward, terminated, truncated, {"success": success}
 
     def render(self, state: TMazeState, params: TMazeParams, mode: str) -> Any:
         position, goal, t = int(state.position), int(state.goal), int(state.t)

@@ -26,12 +26,10 @@ class TrainerAgent:
         self._trainer = None
 
     def _trainer_for(self, env: Any, env_params: Any, total_steps: int):
-        if isinstance(self.config, DQNConfig):
-            from memgym.agents.dqn import DQNTrainer as Trainer
-        else:
-            from memgym.agents.actor_critic import ActorCriticTrainer as Trainer
+        from memgym.agents.registry import make_trainer
+
         config = dataclasses.replace(self.config, total_steps=int(total_steps))
-        self._trainer = Trainer(config, env, example_params=env_params)
+        self._trainer = make_trainer(config, env, env_params)
         return self._trainer
 
     def train(self, key, env, env_params, total_steps: int):

@@ -1,10 +1,11 @@
 """The harness's own episode counting in the JAX tier: a scoring wrapper for training, and evaluation.
 
-:class:`ScoredEnv` wraps a functional environment; its state carries counters
-that the wrapped environment's own ``step`` updates, so a JAX-tier agent trains
-on it like on any environment while the harness, not the agent, counts finished
-episodes and successes (the yes/no outcome ``info[score_key]`` of an episode's
-last step; T-Maze: ``success``). The thesis metric — success rate over the last 100K
+:class:`ScoredEnv` wraps a functional environment (a
+:class:`~memgym.envs.functional.StatefulWrapper`: the inner environment alone
+auto-resets); its state carries counters that its ``step`` updates, so a
+JAX-tier agent trains on it like on any environment while the harness, not the
+agent, counts finished episodes and successes (the yes/no outcome
+``info[score_key]`` of an episode's last step; T-Maze: ``success``). The thesis metric — success rate over the last 100K
 training steps (§5.1.2) — needs to know which episodes end inside that window:
 each environment counts its own steps, and episodes that end once an
 environment has taken ``window_start`` steps are in the window
@@ -17,7 +18,8 @@ can fail a cell whose agent emits invalid actions.
 
 :func:`evaluate_jax` plays ``N`` evaluation episodes with a JAX-tier policy on
 fixed reset keys (the same for every agent), one episode per stream, all in one
-``vmap``.
+``vmap``, reading each episode's return and length from
+:class:`~memgym.envs.functional.EpisodeStatistics`.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.envs.functional import FunctionalEnv
+from memgym.envs.functional import EpisodeStatistics, FunctionalEnv, StatefulWrapper
 from memgym.leaderboard.cells import CURVE_POINTS
 
 
@@ -74,39 +75,37 @@ def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int
                         jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32))
 
 
-class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
-    """A functional environment that counts its finished episodes and successes (see module docstring)."""
+class ScoredEnv(StatefulWrapper[ScoredParams, ScoredState]):
+    """A functional environment that counts its finished episodes and successes (see module docstring).
+
+    A :class:`~memgym.envs.functional.StatefulWrapper`: only the inner environment
+    auto-resets, the counters run across episodes.
+    """
 
     def __init__(self, inner: FunctionalEnv, score_key: str = "success"):
-        self.inner = inner
+        super().__init__(inner)
         self.score_key = score_key
-        self.render_modes = inner.render_modes
+
+    def inner_params(self, params: ScoredParams) -> Any:
+        return params.inner
 
     def default_params(self, **overrides: Any) -> ScoredParams:
         return ScoredParams(self.inner.default_params(**overrides), jnp.zeros((), jnp.int32),
                             jnp.ones((), jnp.int32))
 
-    def observation_space(self, params: ScoredParams) -> gym.Space:
-        return self.inner.observation_space(params.inner)
-
-    def action_space(self, params: ScoredParams) -> gym.Space:
-        return self.inner.action_space(params.inner)
-
-    def reset(self, key: jax.Array, params: ScoredParams) -> tuple[jax.Array, ScoredState]:
-        obs, inner = self.inner.reset(key, params.inner)
+    def init(self, inner_state: Any, params: ScoredParams) -> ScoredState:
         zero, bins = jnp.zeros((), jnp.int32), jnp.zeros(CURVE_POINTS, jnp.int32)
-        return obs, ScoredState(inner, zero, zero, zero, zero, zero, zero, bins, bins)
+        return ScoredState(inner_state, zero, zero, zero, zero, zero, zero, bins, bins)
 
-    def step_env(self, key, state: ScoredState, action, params: ScoredParams):
-        obs, inner, reward, terminated, truncated, info = self.inner.step_env(key, state.inner, action, params.inner)
+    def update(self, state: ScoredState, action, reward, terminated, truncated, info, params: ScoredParams):
         done = jnp.logical_or(terminated, truncated)
         success = jnp.logical_and(done, info[self.score_key])
         in_window = state.steps >= params.window_start
         n = self.inner.action_space(params.inner).n
         valid = (action >= 0) & (action < n) & (action == jnp.floor(action))  # NaN fails every comparison
         point = jnp.minimum(state.steps // params.curve_step, CURVE_POINTS - 1)
-        counters = ScoredState(
-            inner=inner,
+        counted = ScoredState(
+            inner=state.inner,
             steps=state.steps + 1,
             episodes=state.episodes + done,
             successes=state.successes + success,
@@ -116,18 +115,7 @@ class ScoredEnv(FunctionalEnv[ScoredParams, ScoredState]):
             curve_episodes=state.curve_episodes.at[point].add(done.astype(jnp.int32)),
             curve_successes=state.curve_successes.at[point].add(success.astype(jnp.int32)),
         )
-        return obs, counters, reward, terminated, truncated, info
-
-    def step(self, key, state: ScoredState, action, params: ScoredParams):
-        """Auto-reset of the inner environment only: the counters run across episodes."""
-        key_step, key_reset = jax.random.split(key)
-        obs, state, reward, terminated, truncated, info = self.step_env(key_step, state, action, params)
-        reset_obs, reset_inner = self.inner.reset(key_reset, params.inner)
-        done = jnp.logical_or(terminated, truncated)
-        inner = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_inner, state.inner)
-        info = dict(info, final_obs=obs)
-        obs = jnp.where(done, reset_obs, obs)
-        return obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
+        return counted, info
 
 
 def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:
@@ -151,8 +139,10 @@ def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, k
     """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N])``.
 
     ``max_steps`` bounds the scan (the environment's time limit ends every episode
-    earlier); steps after an episode's end are ignored.
+    earlier); the outcome ``info[score_key]``, return and length of each key's first
+    episode are read at its end from :class:`~memgym.envs.functional.EpisodeStatistics`.
     """
+    env = EpisodeStatistics(env)
 
     def episode(key: jax.Array):
         key_reset, key_run = jax.random.split(key)
@@ -162,19 +152,14 @@ def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, k
             obs, state, memory, begin, finished, result = carry
             key_act, key_env = jax.random.split(key_step)
             action, memory = agent.act(params, memory, obs, begin, key_act)
-            next_obs, next_state, reward, terminated, truncated, info = env.step_env(key_env, state, action, env_params)
-            done = jnp.logical_or(terminated, truncated)
-            success, ret, length = result
-            live = ~finished
-            result = (
-                jnp.where(live & done, info[score_key], success),
-                ret + jnp.where(live, reward, 0.0),
-                length + live.astype(jnp.int32),
-            )
-            return (next_obs, next_state, memory, jnp.zeros((), bool), finished | done, result), None
+            next_obs, next_state, _, _, _, info = env.step_env(key_env, state, action, env_params)
+            end = info["done"] & ~finished
+            ended = (info[score_key], info["episode_return"], info["episode_length"])
+            result = jax.tree.map(lambda new, old: jnp.where(end, new, old), ended, result)
+            return (next_obs, next_state, memory, jnp.zeros((), bool), finished | info["done"], result), None
 
         start = (obs, state, agent.init_carry(), jnp.ones((), bool), jnp.zeros((), bool),
-                 (jnp.zeros((), bool), jnp.zeros(()), jnp.zeros((), jnp.int32)))
+                 (jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)))
         (_, _, _, _, finished, result), _ = jax.lax.scan(step, start, jax.random.split(key_run, max_steps))
         success, ret, length = result
         return success & finished, ret, length

@@ -1,5 +1,5 @@
 """Memory models: a tape ``x[T, F]`` with begin flags ``start[T]`` and a carry in,
-outputs ``y[T, F']`` and the carry out (DESIGN.md, "Memory models").
+outputs ``y[T, F']`` and the carry out.
 
 Every model is a ``flax.linen.Module`` with
 
@@ -11,6 +11,12 @@ Every model is a ``flax.linen.Module`` with
   and no information crosses an episode start.
 
 Build any model by name with :func:`make`.
+
+Most models are memory monoids (monoid paper Def. 3.2): S5, LRU and FFM are
+:class:`~memgym.memory.monoid_memory.MonoidMemory` subclasses, and the linear-attention,
+ReLiT and AReLiT transformers stack multi-head monoid attention
+(:mod:`memgym.memory.attention`) in the gated transformer of
+:mod:`memgym.memory.transformer`, which GTrXL shares with its windowed attention.
 """
 
 from __future__ import annotations
@@ -42,10 +48,21 @@ def model_class(name: str) -> type:
 
 
 def make(name: str, **config: Any):
-    """Build the memory model registered as ``name`` with ``config`` (its dataclass fields)."""
+    """Build the memory model registered as ``name`` with ``config`` (its dataclass fields).
+
+    Raises ``ValueError`` for an unknown name, an unknown option, or a missing required
+    option (named, with what it means).
+    """
+    from memgym.memory.validation import option_descriptions, options, required_options  # imports jax
+
     cls = model_class(name)
-    fields = set(cls.__dataclass_fields__) - {"parent", "name"}
+    fields = set(options(cls))
     unknown = set(config) - fields
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)} for memory model {name!r}; allowed: {sorted(fields)}")
+    missing = [option for option in required_options(cls) if option not in config]
+    if missing:
+        descriptions = option_descriptions(cls)
+        meaning = "; ".join(f"{option}: {descriptions.get(option, 'undocumented')}" for option in missing)
+        raise ValueError(f"memory model {name!r} needs option(s) {missing} ({meaning}); got {config!r}")
     return cls(**config)

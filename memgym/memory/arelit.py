@@ -24,22 +24,34 @@ Monoid on ``(u, w, V, K, s)``: ``u``/``w`` the accumulated value/key decays,
     (u, w, V, K, s) • (u', w', V', K', s') = (u u', w w', u' V + V', w' K + K', w' s + s')
 
 A stream's carry per head is ``(V, K, s)``: ``(r+1)(d_h + η d_h) + η d_h``
-floats (896 for d_h = 64, η = 4, r = 1: thesis Table 5.1), plus the integer
-step counter shared by the heads.
+floats (896 for d_h = 64, η = 4, r = 1: thesis Table 5.1), plus the episode step
+``t`` (int32), shared by the heads (``uses_episode_step``, see :mod:`memgym.memory.attention`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.memory.attention import episode_steps
 from memgym.memory.monoid import Monoid
+from memgym.memory.monoid_memory import Tape
 from memgym.memory.relit import EPSILON, ReLiTFeatures
-from memgym.memory.transformer import GatedTransformer
+from memgym.memory.transformer import MonoidAttentionTransformer
 from memgym.memory.validation import check_positive
+
+__all__ = [
+    "AReLiTAttention",
+    "AReLiTTransformer",
+    "approximate_state",
+    "arelit_elements",
+    "arelit_monoid",
+    "cosine_table",
+    "episode_steps",
+]
 
 
 def arelit_monoid() -> Monoid:
@@ -55,17 +67,6 @@ def arelit_monoid() -> Monoid:
         return jnp.ones_like(u), jnp.ones_like(w), jnp.zeros_like(v), jnp.zeros_like(k), jnp.zeros_like(s)
 
     return Monoid(op=op, identity=identity)
-
-
-def episode_steps(start: jax.Array, step_in: jax.Array) -> jax.Array:
-    """Step index within the episode for each tape position (int32 ``[T]``).
-
-    ``step_in`` is the index the first tape position has if it does not start an
-    episode (the carry's counter); every ``start`` restarts the count at 0.
-    """
-    index = jnp.arange(start.shape[0], dtype=jnp.int32)
-    last_start = jax.lax.cummax(jnp.where(start, index, -1))
-    return jnp.where(last_start >= 0, index - last_start, step_in + index)
 
 
 def cosine_table(r: int) -> np.ndarray:
@@ -118,56 +119,72 @@ def approximate_state(v_tilde: jax.Array, k_tilde: jax.Array, r: int) -> jax.Arr
 
 
 class AReLiTAttention(ReLiTFeatures):
-    """Multi-head AReLiT self-attention (thesis Alg. 6)."""
+    """Multi-head AReLiT self-attention (thesis Alg. 6).
+
+    Attributes:
+        r: the approximation parameter (``r + 1`` cosine frequencies ``ω_k = 2πk / r``).
+    """
 
     r: int = 1
+
+    uses_episode_step: ClassVar[bool] = True  # cos(ω_k t) needs the step t within the episode
+
+    def check(self) -> None:
+        check_positive(r=self.r, eta=self.eta)
 
     def monoid(self) -> Monoid:
         return arelit_monoid()
 
-    def head_carry(self) -> tuple[jax.Array, jax.Array, jax.Array]:
-        check_positive(r=self.r, eta=self.eta)
+    def initial_head_carry(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(V [r+1, d_h], K [r+1, η d_h], s [η d_h])``, zeros."""
         width = self.eta * self.head_dim
         return jnp.zeros((self.r + 1, self.head_dim)), jnp.zeros((self.r + 1, width)), jnp.zeros((width,))
 
-    def initial_extra(self) -> jax.Array:
-        return jnp.zeros((), jnp.int32)
-
-    def advance_extra(self, step: jax.Array, start: jax.Array) -> jax.Array:
-        return episode_steps(start, step)[-1] + 1
-
-    def to_element(self, head_carry: Any) -> Any:
-        v, k, s = head_carry
+    def element_from_carry(self, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        """``(1, 1, V, K, s)``: the decays start at the identity."""
+        v, k, s = carry
         return jnp.ones(v.shape[-1]), jnp.ones(k.shape[-1]), v, k, s
 
-    def from_element(self, element: Any) -> Any:
+    def carry_from_element(self, element: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
         return element[2:]
 
-    def project(self, x, start, step):
+    def project(self, x: jax.Array, start: jax.Array, carry: Any) -> Tape:
+        """Encoder inputs ``(v, k, β, γ, t)`` and queries ``q``, leaves ``[heads, T, ...]``.
+
+        ``t`` is the step within the episode (:func:`episode_steps` from the carry's step).
+        """
+        _, step = carry
         k, q, v, beta, gamma = self.features_of(x)
         steps = jnp.broadcast_to(episode_steps(start, step), (self.num_heads, x.shape[0]))
-        return (v, k, beta, gamma, steps), q
+        return Tape(inputs=(v, k, beta, gamma, steps), queries=q)
 
-    def encode(self, inputs):
+    def encode(self, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
         """Eq. 4.20–4.21 inputs of one head (built per chunk), see :func:`arelit_elements`."""
         v, k, beta, gamma, steps = inputs
         return arelit_elements(v, k, beta, gamma, steps, self.r)
 
-    def decode(self, states, q):
+    def read(self, states: tuple[jax.Array, ...], q: jax.Array, weights: tuple = ()) -> jax.Array:
+        """``a_t = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2r (s_t · q_t))`` ``[K, d_h]`` (Alg. 6 lines 16–18)."""
         _, _, v, k, s = states
         numerator = jnp.einsum("tki,tk->ti", v, jnp.einsum("tkj,tj->tk", k, q))
         return numerator / (2.0 * self.r * jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
 
 
-class AReLiTTransformer(GatedTransformer):
-    """AReLiT: the gated transformer stack (thesis Fig. 2.3) with AReLiT self-attention (§4.2)."""
+class AReLiTTransformer(MonoidAttentionTransformer):
+    """AReLiT: the gated transformer stack (thesis Fig. 2.3) with AReLiT self-attention (§4.2).
+
+    Attributes:
+        eta: ``η``, the size of the learned feature map (thesis Table A.2: 4).
+        r: the approximation parameter (``r + 1`` cosine frequencies).
+        chunk_size: tape chunk length of the attention scans (``None``: one chunk).
+    """
 
     eta: int = 4
     r: int = 1
     chunk_size: int | None = 64
 
-    def _check(self) -> None:
-        super()._check()
+    def check(self) -> None:
+        super().check()
         check_positive(eta=self.eta, r=self.r)
 
     def mixer(self, **module_kwargs: Any) -> AReLiTAttention:

@@ -23,6 +23,9 @@ Because ``Re(−|α|) ≤ 0``, ``|γ^{t'}| ≤ 1`` for every ``t' ≥ 0``, so co
 stretches in the associative scan never forms the large positive exponentials of FFM's
 original closed form. The identity is exact: ``γ^0 = exp(0) = 1``.
 
+As a :class:`~memgym.memory.monoid_memory.MonoidMemory`, ``g`` runs in two parts: the
+readout ``W_3 [Re(A) ‖ Im(A)] + b_3`` per chunk, then the rest on the whole tape.
+
 Carry: the element ``(A[m, c] complex64, t[] int32)``.
 """
 
@@ -36,8 +39,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.validation import check_chunk_size, check_positive, check_tape
+from memgym.memory.monoid import Monoid
+from memgym.memory.monoid_memory import MonoidMemory, Tape
+from memgym.memory.validation import check_chunk_size, check_positive
 
 HORIZON_MAX = 1024.0  # longest initial memory horizon, in steps
 RESIDUAL = 0.01  # a trace has "decayed" when its magnitude falls to this fraction
@@ -75,14 +79,14 @@ def initial_frequencies(context_size: int) -> np.ndarray:
     return np.linspace(0.0, 2.0 * math.pi, context_size, endpoint=False).astype(np.float32)
 
 
-class FFM(nn.Module):
+class FFM(MonoidMemory):
     """FFM memory model: ``x[T, F]`` → ``y[T, features]``; carry ``(A[m, c] complex64, t[] int32)``.
 
     Attributes:
         features: output width (and width of the readout ``W_3 [Re A ‖ Im A]``).
         memory_size: ``m``, number of input traces.
         context_size: ``c``, number of frequencies per trace.
-        chunk_size: tape chunk length for :func:`run_memory_monoid` (``None``: one chunk).
+        chunk_size: steps per checkpointed chunk of the scan (``None``: the whole tape in one chunk).
     """
 
     features: int = 128
@@ -93,45 +97,47 @@ class FFM(nn.Module):
     # x[T, F] first meets the trace kernel W_1 [F, memory_size] (see validation.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("w_1", "kernel"), 0)
 
-    def _check(self) -> None:
+    def check(self) -> None:
         check_positive(features=self.features, memory_size=self.memory_size, context_size=self.context_size)
         check_chunk_size(self.chunk_size)
 
     def initialize_carry(self) -> FFMElement:
-        self._check()
+        self.check()
         return jnp.zeros((self.memory_size, self.context_size), jnp.complex64), jnp.zeros((), jnp.int32)
 
-    @nn.compact
-    def __call__(self, x: jax.Array, start: jax.Array, carry: FFMElement) -> tuple[jax.Array, FFMElement]:
-        self._check()
-        start = jnp.asarray(start, bool)
-        check_tape(x, start, self)
-        x = jnp.asarray(x, jnp.float32)
+    def monoid(self) -> Monoid:
+        """Eq. 72–74 with the learned decays ``α [m]`` and frequencies ``ω [c]`` (created here)."""
+        alpha = self.param("alpha", lambda key, shape: jnp.asarray(initial_decays(shape[0])), (self.memory_size,))
+        omega = self.param("omega", lambda key, shape: jnp.asarray(initial_frequencies(shape[0])), (self.context_size,))
+        return ffm_monoid(alpha, omega)
+
+    def project(self, x: jax.Array, start: jax.Array, carry: FFMElement) -> Tape:
+        """Elements ``f(x_t)`` (eq. 75): the gated trace ``[T, m]`` on every frequency, count 1.
+
+        Read weights: ``W_3 [2 m c, features]`` and ``b_3``.
+        """
         length = x.shape[0]
         m, c = self.memory_size, self.context_size
-
-        alpha = self.param("alpha", lambda key, shape: jnp.asarray(initial_decays(shape[0])), (m,))
-        omega = self.param("omega", lambda key, shape: jnp.asarray(initial_frequencies(shape[0])), (c,))
         mix_kernel = self.param("mix_kernel", nn.initializers.lecun_normal(), (2 * m * c, self.features))
         mix_bias = self.param("mix_bias", nn.initializers.zeros, (self.features,))
-
-        trace = nn.Dense(m, name="w_1")(x) * nn.sigmoid(nn.Dense(m, name="w_2")(x))  # f, eq. 75
+        trace = nn.Dense(m, name="w_1")(x) * nn.sigmoid(nn.Dense(m, name="w_2")(x))
         elements = (
             jnp.broadcast_to(trace[:, :, None], (length, m, c)).astype(jnp.complex64),
             jnp.ones((length,), jnp.int32),
         )
+        return Tape(inputs=elements, weights=(mix_kernel, mix_bias))
 
-        def decode(states: FFMElement, _: jax.Array) -> jax.Array:
-            memory, _ = states
-            flat = jnp.concatenate([jnp.real(memory), jnp.imag(memory)], axis=-1).reshape(memory.shape[0], -1)
-            return flat @ mix_kernel + mix_bias  # W_3 [Re(A) ‖ Im(A)] + b_3
+    def read(self, states: FFMElement, queries: tuple, weights: tuple[jax.Array, jax.Array]) -> jax.Array:
+        """``W_3 [Re(A) ‖ Im(A)] + b_3`` ``[K, features]`` of the states ``A`` ``[K, m, c]``."""
+        memory, _ = states
+        mix_kernel, mix_bias = weights
+        flat = jnp.concatenate([jnp.real(memory), jnp.imag(memory)], axis=-1).reshape(memory.shape[0], -1)
+        return flat @ mix_kernel + mix_bias
 
-        readout, carry_out = run_memory_monoid(
-            ffm_monoid(alpha, omega), elements, decode, x, start, carry, chunk_size=self.chunk_size
-        )
-        # g, eq. 76: gated residual between the memory readout and a projection of the input.
+    def decode(self, readout: jax.Array, x: jax.Array) -> jax.Array:
+        """``g``, eq. 76: a gated residual between ``z = MLP(LN(readout))`` and a projection of ``x``."""
         z = nn.LayerNorm(name="ln")(readout)
         z = nn.Dense(self.features, name="mlp_out")(nn.gelu(nn.Dense(self.features, name="mlp_hidden")(z)))
         gate = nn.sigmoid(nn.Dense(self.features, name="w_4")(x))
         skip = nn.Dense(self.features, name="skip")(x)
-        return z * gate + skip * (1.0 - gate), carry_out
+        return z * gate + skip * (1.0 - gate)

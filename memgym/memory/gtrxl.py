@@ -11,16 +11,15 @@ References:
   self-attention on streaming data), §2.5.2 and Fig. 2.3 (GTrXL as an
   actor-critic function approximator); Table A.2 / Table 5.1 for sizes.
 
-Block ``l`` (one layer) maps its input ``e[T, d]`` to
+Block ``l`` (one layer) is the gated transformer layer of
+:mod:`memgym.memory.transformer` (:func:`~memgym.memory.transformer.gated_layer`, with
+its GRU-type gate in GTrXL's fused parameter layout) around windowed relative
+attention; on its input ``e[T, d]``:
 
     a  = RelAttn(LN(cat(sg(mem), e)))      # queries from LN(e)
     e' = gate(e, ReLU(a))
     f  = FF(LN(e'))                        # Dense -> ReLU -> Dense
     out = gate(e', ReLU(f))
-
-with Parisotto's GRU-type gate (``x`` the residual stream, ``y`` the sub-layer):
-``r = σ(W_r y + U_r x)``, ``z = σ(W_z y + U_z x − b_g)``,
-``h = tanh(W_g y + U_g (r ⊙ x))``, ``gate(x, y) = (1 − z) ⊙ x + z ⊙ h``.
 
 Window (Alg. 3): at step ``t`` each layer attends to ``S_t = cat(S_{t-1}[1:], e_t)``,
 i.e. the current input and the ``M − 1`` before it — never to a position
@@ -41,19 +40,19 @@ streaming step (``T = 1``) runs the very same code with a chunk of one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from typing import ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory.validation import check_positive, check_tape, resolve_head_dim
+from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
+from memgym.memory.validation import check_positive
 
 LayerCarry = tuple[jax.Array, jax.Array]  # (mem [M, d], valid [M] bool)
-Carry = tuple[LayerCarry, ...]
 
 _MASKED = -1e30  # score of a masked key (every row keeps at least itself)
 
@@ -133,26 +132,25 @@ def windowed_relative_attention(
     return out.reshape(positions, num_heads, head_dim)
 
 
-class GatingUnit(nn.Module):
-    """Parisotto et al.'s GRU-type gate ``g(x, y)`` of residual stream ``x`` and sub-layer output ``y``."""
+# GTrXL's gate: the shared GRUGate in its fused parameter layout (W, U, U_g); the old name stays importable.
+GatingUnit = functools.partial(GRUGate, fused=True)
 
-    bias: float
-
-    @nn.compact
-    def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        d = x.shape[-1]
-        wy = nn.Dense(3 * d, use_bias=True, name="W")(y)
-        ux = nn.Dense(2 * d, use_bias=False, name="U")(x)
-        wr, wz, wg = jnp.split(wy, 3, axis=-1)
-        ur, uz = jnp.split(ux, 2, axis=-1)
-        r = jax.nn.sigmoid(wr + ur)
-        z = jax.nn.sigmoid(wz + uz - self.bias)
-        h = jnp.tanh(wg + nn.Dense(d, use_bias=False, name="U_g")(r * x))
-        return (1.0 - z) * x + z * h
+# Sub-module names inside each ``layer_l`` (the attention's own parameters sit beside them).
+BLOCK_NAMES = LayerNames(
+    mixer_norm="attention_norm",
+    mixer_gate="attention_gate",
+    ff_norm="feedforward_norm",
+    ff_in="feedforward_in",
+    ff_out="feedforward_out",
+    ff_gate="feedforward_gate",
+)
 
 
 class GTrXLBlock(nn.Module):
-    """One GTrXL layer over a tape, with its sliding-window memory (see the module docstring)."""
+    """One GTrXL layer over a tape, with its sliding-window memory (see the module docstring).
+
+    ``__call__(e [T, d], start [T] bool, (mem [M, d], valid [M] bool)) -> (out [T, d], (mem, valid))``.
+    """
 
     num_heads: int
     head_dim: int
@@ -163,6 +161,22 @@ class GTrXLBlock(nn.Module):
 
     @nn.compact
     def __call__(self, e: jax.Array, start: jax.Array, carry: LayerCarry) -> tuple[jax.Array, LayerCarry]:
+        return gated_layer(
+            e,
+            lambda norm: self.attend(norm, e, start, carry),
+            BLOCK_NAMES,
+            ff_size=self.ff_size,
+            gate_bias=self.gate_bias,
+            fused_gates=True,
+        )
+
+    def attend(
+        self, norm: nn.LayerNorm, e: jax.Array, start: jax.Array, carry: LayerCarry
+    ) -> tuple[jax.Array, LayerCarry]:
+        """Windowed relative attention of ``e[T, d]`` over ``cat(mem, e)`` → ``(a [T, d], new memory)``.
+
+        ``norm`` is the layer's attention norm, applied to the memory rows and ``e`` alike.
+        """
         steps, d = e.shape
         heads, head_dim, size = self.num_heads, self.head_dim, self.memory_size
         mem, valid = carry
@@ -175,8 +189,7 @@ class GTrXLBlock(nn.Module):
         concat = jnp.concatenate([mem, e], axis=0)  # [M + T, d]
         concat_ok = jnp.concatenate([valid, jnp.ones((steps,), bool)])
 
-        # Attention sub-layer.
-        keys_in = nn.LayerNorm(name="attention_norm")(concat)  # queries are its last T rows
+        keys_in = norm(concat)  # queries are its last T rows
 
         def project(name: str) -> nn.Module:
             return nn.DenseGeneral((heads, head_dim), use_bias=False, name=name)
@@ -201,21 +214,15 @@ class GTrXLBlock(nn.Module):
             pad_rows(concat_ok, True), pad_rows(floor), chunk=chunk,
         )[:steps]
         attended = nn.DenseGeneral(d, axis=(-2, -1), name="attention_out")(attended)
-        e = GatingUnit(self.gate_bias, name="attention_gate")(e, jax.nn.relu(attended))
-
-        # Position-wise feed-forward sub-layer.
-        f = nn.LayerNorm(name="feedforward_norm")(e)
-        f = nn.Dense(d, name="feedforward_out")(jax.nn.relu(nn.Dense(self.ff_size, name="feedforward_in")(f)))
-        out = GatingUnit(self.gate_bias, name="feedforward_gate")(e, jax.nn.relu(f))
 
         # New memory: the last M rows of cat(mem, inputs); rows before the tape's last episode start are stale.
         last_floor = floor[-1]
         concat_index = jnp.arange(size + steps)
         keep = concat_ok & (concat_index >= last_floor)
-        return out, (concat[steps:], keep[steps:])
+        return attended, (concat[steps:], keep[steps:])
 
 
-class GTrXL(nn.Module):
+class GTrXL(GatedTransformer):
     """Gated Transformer-XL (Parisotto et al. 2020; thesis §2.5.2, Fig. 2.3, Alg. 3).
 
     Attributes:
@@ -223,67 +230,38 @@ class GTrXL(nn.Module):
         num_layers: number of GTrXL blocks ``L``.
         num_heads: attention heads ``H``.
         head_dim: width of each head ``Dh`` (None: ``features // num_heads``).
-        memory_size: ``M``, inputs kept per layer; the attention window is the
-            current input and the ``M − 1`` before it (Table A.2: 128 and 256).
         ff_size: hidden width of the feed-forward sub-layer (default ``features``).
         gate_bias: ``b_g`` of the gates; positive values start near the identity map.
+        memory_size: ``M``, inputs kept per layer; the attention window is the
+            current input and the ``M − 1`` before it (Table A.2: 128 and 256).
         chunk_size: queries per attention chunk on a tape.
 
     ``__call__(x [T, F], start [T] bool, carry) -> (y [T, d], carry)``: ``x`` is
     first projected to width ``d`` by a dense layer. The carry is a tuple over
-    layers of ``(mem [M, d], valid [M] bool)``.
+    layers of ``(mem [M, d], valid [M] bool)``; layer ``l`` is the module ``layer_l``
+    (a :class:`GTrXLBlock`).
     """
 
-    features: int
-    num_layers: int = 4
-    num_heads: int = 4
-    head_dim: int | None = 64
+    features: int = dataclasses.field()  # required: no default, unlike the other gated transformers
     memory_size: int = 128
-    ff_size: int | None = None
-    gate_bias: float = 2.0
     chunk_size: int = 128
 
-    # x[T, F] first meets the embedding kernel [F, features] (see validation.input_width).
-    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("embed", "kernel"), 0)
+    def check(self) -> None:
+        check_positive(features=self.features, memory_size=self.memory_size, chunk_size=self.chunk_size)
+        super().check()
 
-    def _check_config(self) -> None:
-        check_positive(
-            features=self.features,
-            num_layers=self.num_layers,
+    def initial_layer_carry(self) -> LayerCarry:
+        """Empty memory: ``(zeros [M, d], all-False [M])``."""
+        return jnp.zeros((self.memory_size, self.features), jnp.float32), jnp.zeros((self.memory_size,), bool)
+
+    def layer(self, index: int, h: jax.Array, start: jax.Array, carry: LayerCarry) -> tuple[jax.Array, LayerCarry]:
+        block = GTrXLBlock(
+            num_heads=self.num_heads,
+            head_dim=self.head_size,
             memory_size=self.memory_size,
+            ff_size=self.ff_size or self.features,
+            gate_bias=self.gate_bias,
             chunk_size=self.chunk_size,
+            name=f"layer_{index}",
         )
-        if self.ff_size is not None:
-            check_positive(ff_size=self.ff_size)
-        resolve_head_dim(self.features, self.num_heads, self.head_dim)
-
-    def initialize_carry(self) -> Carry:
-        """Empty memory for every layer: ``(zeros [M, d], all-False [M])``; needs no parameters."""
-        self._check_config()
-        layer = (jnp.zeros((self.memory_size, self.features), jnp.float32), jnp.zeros((self.memory_size,), bool))
-        return tuple(layer for _ in range(self.num_layers))
-
-    @nn.compact
-    def __call__(self, x: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
-        self._check_config()
-        x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start, self)
-        if len(carry) != self.num_layers:
-            raise ValueError(
-                f"carry must hold one (mem, valid) pair per layer; got {len(carry)} for num_layers={self.num_layers}"
-            )
-        e = nn.Dense(self.features, name="embed")(x)
-        new_carry = []
-        for layer, layer_carry in enumerate(carry):
-            block = GTrXLBlock(
-                num_heads=self.num_heads,
-                head_dim=resolve_head_dim(self.features, self.num_heads, self.head_dim),
-                memory_size=self.memory_size,
-                ff_size=self.ff_size or self.features,
-                gate_bias=self.gate_bias,
-                chunk_size=self.chunk_size,
-                name=f"layer_{layer}",
-            )
-            e, layer_carry = block(e, start, layer_carry)
-            new_carry.append(layer_carry)
-        return e, tuple(new_carry)
+        return block(h, start, carry)

@@ -8,7 +8,9 @@ Per head, with ``φ(z) = elu(z) + 1`` (Katharopoulos et al. 2020):
     a_t = C_t q_t / (s_t · q_t)
 
 The state update is the monoid ``(C, s) • (C', s') = (C + C', s + s')`` with
-identity ``(0, 0)`` and encoder ``f(x) = (v ⊗ k, k)``.
+identity ``(0, 0)`` (eq. 10–11) and encoder ``f(x) = (v ⊗ k, k)`` (eq. 12); the
+decoder reads ``a_t`` with the query (eq. 13). A stream's carry per head is the
+element ``(C, s)`` itself.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.attention import MultiHeadMonoidAttention
 from memgym.memory.monoid import Monoid
-from memgym.memory.transformer import GatedTransformer, MultiHeadMonoidAttention
+from memgym.memory.monoid_memory import Tape
+from memgym.memory.transformer import MonoidAttentionTransformer
 
 EPSILON = 1e-6  # keeps a_t finite when s_t · q_t underflows
 
@@ -41,34 +45,35 @@ class LinearAttention(MultiHeadMonoidAttention):
     def monoid(self) -> Monoid:
         return additive_monoid()
 
-    def head_carry(self) -> tuple[jax.Array, jax.Array]:
+    def initial_head_carry(self) -> tuple[jax.Array, jax.Array]:
+        """``(C [d_h, d_h], s [d_h])``, zeros."""
         return jnp.zeros((self.head_dim, self.head_dim)), jnp.zeros((self.head_dim,))
 
-    def to_element(self, head_carry: Any) -> Any:
-        return head_carry
-
-    def from_element(self, element: Any) -> Any:
-        return element
-
-    def project(self, x, start, extra):
+    def project(self, x: jax.Array, start: jax.Array, carry: Any) -> Tape:
+        """Encoder inputs ``(v, φ(k))`` and queries ``φ(q)``, each ``[heads, T, d_h]``."""
         k = feature_map(self.heads("w_k", x))
         q = feature_map(self.heads("w_q", x))
         v = self.heads("w_v", x)
-        return (v, k), q
+        return Tape(inputs=(v, k), queries=q)
 
-    def encode(self, inputs):
-        """Alg. 4's state increments ``(v ⊗ φ(k), φ(k))`` (built per chunk)."""
+    def encode(self, inputs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        """Alg. 4's state increments ``(v ⊗ φ(k) [K, d_h, d_h], φ(k) [K, d_h])`` (built per chunk)."""
         v, k = inputs
         return v[..., :, None] * k[..., None, :], k
 
-    def decode(self, states, q):
+    def read(self, states: tuple[jax.Array, jax.Array], q: jax.Array, weights: tuple = ()) -> jax.Array:
+        """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]``."""
         c, s = states
         numerator = jnp.einsum("tij,tj->ti", c, q)
         return numerator / (jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
 
 
-class LinearAttentionTransformer(GatedTransformer):
-    """Gated transformer stack (thesis Fig. 2.3) with Linear Transformer self-attention."""
+class LinearAttentionTransformer(MonoidAttentionTransformer):
+    """Gated transformer stack (thesis Fig. 2.3) with Linear Transformer self-attention.
+
+    Attributes:
+        chunk_size: tape chunk length of the attention scans (``None``: one chunk).
+    """
 
     chunk_size: int | None = 64
 

@@ -1,7 +1,8 @@
 """The Linear Recurrent Unit as a memory monoid (monoid paper App. E, eq. 67–71).
 
 LRU (Orvieto et al. 2023): a diagonal complex recurrence
-``a_t = λ ⊙ a_{t−1} + γ ⊙ (B x_t)`` with ``λ, a ∈ C^P`` (``P = state_size``),
+``a_t = λ ⊙ a_{t−1} + γ ⊙ (B x_t)`` with ``λ, a ∈ C^P`` (``P = state_size``;
+a :class:`~memgym.memory.diagonal_ssm.DiagonalSSM`),
 
     λ = exp(−exp(ν) + i exp(θ))          (exponential parametrisation, always |λ| < 1)
     γ = exp(γ_log),  γ_log initialised to log sqrt(1 − |λ|²)   (normalisation)
@@ -28,16 +29,13 @@ Carry: the state ``a ∈ C^P`` (complex64); it enters the scan as the element ``
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.s5 import complex_normal, diagonal_linear_monoid
-from memgym.memory.validation import check_chunk_size, check_positive, check_tape
+from memgym.memory.diagonal_ssm import DiagonalSSM, diagonal_linear_monoid
+from memgym.memory.monoid import Monoid
 
 
 def lru_monoid() -> Monoid:
@@ -50,7 +48,7 @@ def _uniform_open_closed(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return 1.0 - jax.random.uniform(key, shape)
 
 
-class LRU(nn.Module):
+class LRU(DiagonalSSM):
     """LRU memory model: ``x[T, F]`` → ``y[T, features]``; carry ``a ∈ C^{state_size}`` (complex64).
 
     Attributes:
@@ -58,39 +56,25 @@ class LRU(nn.Module):
         state_size: ``P``, the number of complex state channels.
         r_min, r_max: ring of the initial ``|λ|``, ``0 ≤ r_min < r_max < 1``.
         max_phase: initial phases of ``λ`` are uniform in ``[0, max_phase]`` (> 0).
-        chunk_size: tape chunk length for :func:`run_memory_monoid` (``None``: one chunk).
+        chunk_size: steps per checkpointed chunk of the scan (``None``: the whole tape in one chunk).
     """
 
-    features: int = 128
-    state_size: int = 64
     r_min: float = 0.4
     r_max: float = 0.99
     max_phase: float = 2 * math.pi
     chunk_size: int | None = 256
 
-    # x[T, F] first meets B [state_size, F] (see validation.input_width).
-    input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("b_real",), 1)
+    readout_variance = 1.0  # each half of an entry of C ~ N(0, 1/P)
 
-    def _check(self) -> None:
-        check_positive(features=self.features, state_size=self.state_size)
-        check_chunk_size(self.chunk_size)
+    def check(self) -> None:
+        super().check()
         if not 0.0 <= self.r_min < self.r_max < 1.0:
             raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, r_max={self.r_max!r}")
         if not self.max_phase > 0.0:
             raise ValueError(f"max_phase must be > 0, got {self.max_phase!r}")
 
-    def initialize_carry(self) -> jax.Array:
-        self._check()
-        return jnp.zeros((self.state_size,), jnp.complex64)
-
-    @nn.compact
-    def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
-        self._check()
-        start = jnp.asarray(start, bool)
-        check_tape(x, start, self)
-        x = jnp.asarray(x, jnp.float32)
-        length, width = x.shape
-        size = self.state_size
+    def recurrence(self) -> tuple[jax.Array, jax.Array]:
+        """``λ = exp(−exp(ν) + i exp(θ))`` and the normalisation ``γ = exp(γ_log)`` (ring init)."""
 
         def nu_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
             # |λ|² uniform on [r_min², r_max²]; ν = log(−log|λ|).
@@ -100,30 +84,13 @@ class LRU(nn.Module):
         def theta_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
             return jnp.log(self.max_phase * _uniform_open_closed(key, shape))
 
-        nu_log = self.param("nu_log", nu_init, (size,))
-        theta_log = self.param("theta_log", theta_init, (size,))
+        nu_log = self.param("nu_log", nu_init, (self.state_size,))
+        theta_log = self.param("theta_log", theta_init, (self.state_size,))
         gamma_log = self.param("gamma_log", lambda key, nu: 0.5 * jnp.log1p(-jnp.exp(-2.0 * jnp.exp(nu))), nu_log)
-        b_real = self.param("b_real", complex_normal(np.sqrt(0.5 / width)), (size, width))
-        b_imag = self.param("b_imag", complex_normal(np.sqrt(0.5 / width)), (size, width))
-        c_real = self.param("c_real", complex_normal(np.sqrt(1.0 / size)), (self.features, size))
-        c_imag = self.param("c_imag", complex_normal(np.sqrt(1.0 / size)), (self.features, size))
-
         lam = jnp.exp(jax.lax.complex(-jnp.exp(nu_log), jnp.exp(theta_log)))
-        b = jnp.exp(gamma_log)[:, None] * jax.lax.complex(b_real, b_imag)
-        elements = (jnp.broadcast_to(lam, (length, size)), x @ b.T)  # f, eq. 70
+        return lam, jnp.exp(gamma_log)
 
-        def decode(states: tuple[jax.Array, jax.Array], _: jax.Array) -> jax.Array:
-            _, state = states
-            return jnp.real(state) @ c_real.T - jnp.imag(state) @ c_imag.T  # Re(C a)
-
-        readout, element = run_memory_monoid(
-            lru_monoid(),
-            elements,
-            decode,
-            x,
-            start,
-            (jnp.ones_like(carry), carry),
-            chunk_size=self.chunk_size,
-        )
+    def decode(self, readout: jax.Array, x: jax.Array) -> jax.Array:
+        """``g``, eq. 71: ``MLP([Re(C a_t) ‖ x_t])``."""
         hidden = nn.gelu(nn.Dense(self.features, name="mlp_hidden")(jnp.concatenate([readout, x], axis=-1)))
-        return nn.Dense(self.features, name="mlp_out")(hidden), element[1]  # g, eq. 71
+        return nn.Dense(self.features, name="mlp_out")(hidden)

@@ -18,9 +18,10 @@ two elements *batched along a leading axis* (what ``jax.lax.associative_scan``
 needs). :func:`scan_monoid` runs a monoid over a tape ``elements[T, ...]``
 with begin flags ``start[T]`` from an incoming carry (prepended to the tape),
 and returns every intermediate state and the outgoing carry.
-:func:`run_memory_monoid` adds the decoder and optionally processes the tape
-in checkpointed chunks, so long tapes never materialise all their states
-(DESIGN.md: "compute the attention output chunk-wise").
+:func:`run_memory_monoid` adds the encoder and decoder and optionally processes the
+tape in checkpointed chunks, so a long tape never materialises all its states at
+once (a linear-attention state is a ``d_h × d_h`` matrix per step).
+:class:`memgym.memory.monoid_memory.MonoidMemory` builds the memory models on it.
 """
 
 from __future__ import annotations
@@ -88,9 +89,9 @@ def resettable(monoid: Monoid) -> Monoid:
 def default_scan_method() -> Literal["associative", "sequential"]:
     """``associative`` on accelerators, ``sequential`` (``lax.scan``) on CPU.
 
-    DESIGN.md measured it: on an H100 the associative scan of the return monoid
-    over 10k steps is ~1700× faster than ``lax.scan``; on a 2-core CPU
-    ``lax.scan`` wins (fewer total operations, no parallel hardware to use).
+    On an H100 the associative scan of the return monoid over 10k steps was measured
+    ~1700× faster than ``lax.scan``; on a 2-core CPU ``lax.scan`` is 2–3× faster
+    (fewer total operations, no parallel hardware to use; ``docs/scan_speed.md``).
     """
     return "sequential" if jax.default_backend() == "cpu" else "associative"
 

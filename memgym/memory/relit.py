@@ -30,8 +30,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.attention import MultiHeadMonoidAttention
 from memgym.memory.monoid import Monoid
-from memgym.memory.transformer import GatedTransformer, MultiHeadMonoidAttention
+from memgym.memory.monoid_memory import Tape
+from memgym.memory.transformer import MonoidAttentionTransformer
 from memgym.memory.validation import check_positive
 
 EPSILON = 1e-6  # keeps a_t finite when s_t · q_t is zero (relu features can all vanish)
@@ -59,13 +61,19 @@ def outer_flat(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 class ReLiTFeatures(MultiHeadMonoidAttention):
-    """Keys, queries, values and gates of ReLiT / AReLiT (Alg. 5 lines 4–11, Alg. 6 lines 2–9)."""
+    """Keys, queries, values and gates of ReLiT / AReLiT (Alg. 5 lines 4–11, Alg. 6 lines 2–9).
+
+    Attributes:
+        eta: ``η``, the size of the learned feature map (keys have width ``η d_h``).
+    """
 
     eta: int = 4
 
-    def features_of(self, x: jax.Array):
-        """``(k, q, v, β, γ)`` with leaves ``[heads, T, ...]``."""
+    def check(self) -> None:
         check_positive(eta=self.eta)
+
+    def features_of(self, x: jax.Array) -> tuple[jax.Array, ...]:
+        """``(k, q, v, β, γ)`` with leaves ``[heads, T, ...]``: ``k, q, γ`` of width ``η d_h``, ``v, β`` of ``d_h``."""
         k = outer_flat(nn.relu(self.heads("w_p1", x, self.eta)), nn.relu(self.heads("w_k", x)))
         q = outer_flat(nn.relu(self.heads("w_p2", x, self.eta)), nn.relu(self.heads("w_q", x)))
         v = self.heads("w_v", x)
@@ -80,41 +88,49 @@ class ReLiTAttention(ReLiTFeatures):
     def monoid(self) -> Monoid:
         return relit_monoid()
 
-    def head_carry(self) -> tuple[jax.Array, jax.Array]:
-        check_positive(eta=self.eta)
+    def initial_head_carry(self) -> tuple[jax.Array, jax.Array]:
+        """``(C [d_h, η d_h], s [η d_h])``, zeros."""
         width = self.eta * self.head_dim
         return jnp.zeros((self.head_dim, width)), jnp.zeros((width,))
 
-    def to_element(self, head_carry: Any) -> Any:
-        c, s = head_carry
+    def element_from_carry(self, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
+        """``(1, 1, C, s)``: the decays start at the identity."""
+        c, s = carry
         return jnp.ones(c.shape[0]), jnp.ones(s.shape[0]), c, s
 
-    def from_element(self, element: Any) -> Any:
+    def carry_from_element(self, element: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
         return element[2], element[3]
 
-    def project(self, x, start, extra):
+    def project(self, x: jax.Array, start: jax.Array, carry: Any) -> Tape:
+        """Encoder inputs ``(v, k, β, γ)`` and queries ``q``, leaves ``[heads, T, ...]``."""
         k, q, v, beta, gamma = self.features_of(x)
-        return (v, k, beta, gamma), q
+        return Tape(inputs=(v, k, beta, gamma), queries=q)
 
-    def encode(self, inputs):
+    def encode(self, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
         """Eq. 3.5–3.6 inputs: ``(1−β, 1−γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)`` (built per chunk)."""
         v, k, beta, gamma = inputs
         bv, gk = beta * v, gamma * k
         return 1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
 
-    def decode(self, states, q):
+    def read(self, states: tuple[jax.Array, ...], q: jax.Array, weights: tuple = ()) -> jax.Array:
+        """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]`` (Alg. 5)."""
         _, _, c, s = states
         return jnp.einsum("tij,tj->ti", c, q) / (jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
 
 
-class ReLiTTransformer(GatedTransformer):
-    """ReLiT: the gated transformer stack (thesis Fig. 2.3) with ReLiT self-attention (§3.3)."""
+class ReLiTTransformer(MonoidAttentionTransformer):
+    """ReLiT: the gated transformer stack (thesis Fig. 2.3) with ReLiT self-attention (§3.3).
+
+    Attributes:
+        eta: ``η``, the size of the learned feature map (thesis Table A.2: 4).
+        chunk_size: tape chunk length of the attention scans (``None``: one chunk).
+    """
 
     eta: int = 4
     chunk_size: int | None = 32
 
-    def _check(self) -> None:
-        super()._check()
+    def check(self) -> None:
+        super().check()
         check_positive(eta=self.eta)
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:

@@ -59,7 +59,7 @@ class LSTM(nn.Module):
     """Long short-term memory (Hochreiter & Schmidhuber, 1997; thesis §2.3.1).
 
     Attributes:
-        features: hidden size ``d`` (thesis Table A.2 uses 600).
+        features: width ``d`` of the hidden state (thesis Table A.2 uses 600).
 
     State of one stream: ``(c [d], h [d])`` — cell state and hidden state,
     zeros at an episode start. ``__call__(x [T, F], start [T] bool, carry)``
@@ -91,7 +91,7 @@ class GRU(nn.Module):
     """Gated recurrent unit (Cho et al., 2014; thesis §2.3.1).
 
     Attributes:
-        features: hidden size ``d`` (thesis Table A.2 uses 680).
+        features: width ``d`` of the hidden state (thesis Table A.2 uses 680).
 
     State of one stream: ``h [d]``, zeros at an episode start.
     ``__call__(x [T, F], start [T] bool, carry)`` returns ``(y [T, d], carry)``

@@ -1,141 +1,125 @@
-"""The gated transformer stack shared by the linear-attention models (thesis Fig. 2.3).
+"""The gated transformer stack (GTrXL block; Parisotto et al. 2020, thesis §2.5.2, Fig. 2.3).
 
-Per layer, on the residual stream ``h`` (Parisotto et al. 2020, thesis §2.5.2):
+Per layer, on the residual stream ``h``:
 
-    m   = ReLU(mixer(LN(h)))          # multi-head self-attention (any memory mixer)
+    m   = ReLU(mixer(LN(h)))          # self-attention: any memory mixer
     h   = gate(h, m)                  # GRU-type gate instead of a residual sum
-    f   = ReLU(FF(LN(h)))             # position-wise feed-forward
+    f   = ReLU(FF(LN(h)))             # position-wise feed-forward, Dense -> ReLU -> Dense
     h   = gate(h, f)
 
-The layer norm sits *before* each sub-layer, so an identity path runs from
-input to output; the gate's bias ``b_g`` (default 2) starts every layer close
-to the identity. The mixer of layer ``l`` has its own carry; the stack's carry
-is the tuple of the layers' carries.
+with Parisotto's GRU-type gate (eq. 6–9 there; ``x`` the residual stream, ``y`` the
+sub-layer output)
 
-Mixers follow the memory-model call convention: ``mixer(x[T, d], start[T],
-carry) -> (y[T, d], carry)``. :class:`MultiHeadMonoidAttention` turns a
-per-head memory monoid into such a mixer.
+    r = σ(W_r y + U_r x),   z = σ(W_z y + U_z x − b_g),   ĥ = tanh(W_g y + U_g (r ⊙ x)),
+    gate(x, y) = (1 − z) ⊙ x + z ⊙ ĥ.
+
+The layer norm sits *before* each sub-layer, so an identity path runs from input to
+output; the gate's bias ``b_g`` (default 2) starts every layer close to the identity.
+The mixer of layer ``l`` has its own carry; the stack's carry is the tuple of the
+layers' carries.
+
+* :class:`GRUGate` — the gate;
+* :func:`gated_layer` — one layer, its sub-modules created in the calling module's scope;
+* :class:`GatedTransformer` — input embedding and the loop over layers, shared by
+  :class:`MonoidAttentionTransformer` (linear attention, ReLiT, AReLiT: mixers are
+  :class:`~memgym.memory.attention.MultiHeadMonoidAttention`) and
+  :class:`~memgym.memory.gtrxl.GTrXL` (windowed relative attention).
+
+Mixers follow the memory-model call convention: ``mixer(x[T, d], start[T], carry) ->
+(y[T, d], carry)``.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.monoid import Monoid, run_memory_monoid
+from memgym.memory.attention import MultiHeadMonoidAttention
 from memgym.memory.validation import check_chunk_size, check_positive, check_tape, resolve_head_dim
+
+Carry = Any
 
 
 class GRUGate(nn.Module):
-    """GRU-type gating of a residual stream ``x`` by a sub-layer output ``y`` (Parisotto et al. 2020, eq. 6–9):
+    """Gate ``gate(x, y)`` of a residual stream ``x[..., d]`` by a sub-layer output ``y[..., d]`` (module docstring).
 
-    ``r = σ(W_r y + U_r x)``, ``z = σ(W_z y + U_z x − b_g)``, ``ĥ = tanh(W_g y + U_g (r ⊙ x))``,
-    ``out = (1 − z) ⊙ x + z ⊙ ĥ``.
+    Attributes:
+        gate_bias: ``b_g``; positive values start the gate near the identity ``gate(x, y) = x``.
+        fused: parameter layout. ``False``: one dense layer per matrix (``w_r``, ``u_r``,
+            ``w_z``, ``u_z``, ``w_g``, ``u_g``; the ``W`` ones with bias). ``True`` (GTrXL's):
+            ``W = [W_r | W_z | W_g]`` with bias, ``U = [U_r | U_z]`` and ``U_g``.
     """
 
     gate_bias: float = 2.0
+    fused: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
         d = x.shape[-1]
-        dense = lambda name, bias: nn.Dense(d, use_bias=bias, name=name)  # noqa: E731
-        r = nn.sigmoid(dense("w_r", True)(y) + dense("u_r", False)(x))
-        z = nn.sigmoid(dense("w_z", True)(y) + dense("u_z", False)(x) - self.gate_bias)
-        h = jnp.tanh(dense("w_g", True)(y) + dense("u_g", False)(r * x))
+        if self.fused:
+            w_r, w_z, w_g = jnp.split(nn.Dense(3 * d, name="W")(y), 3, axis=-1)
+            u_r, u_z = jnp.split(nn.Dense(2 * d, use_bias=False, name="U")(x), 2, axis=-1)
+            u_g = nn.Dense(d, use_bias=False, name="U_g")
+        else:
+            w_r, w_z, w_g = (nn.Dense(d, name=name)(y) for name in ("w_r", "w_z", "w_g"))
+            u_r, u_z = (nn.Dense(d, use_bias=False, name=name)(x) for name in ("u_r", "u_z"))
+            u_g = nn.Dense(d, use_bias=False, name="u_g")
+        r = nn.sigmoid(w_r + u_r)
+        z = nn.sigmoid(w_z + u_z - self.gate_bias)
+        h = jnp.tanh(w_g + u_g(r * x))
         return (1.0 - z) * x + z * h
 
 
-class MultiHeadMonoidAttention(nn.Module):
-    """Multi-head self-attention whose heads are memory monoids.
+class LayerNames(NamedTuple):
+    """Names of the sub-modules of one :func:`gated_layer` (the mixer names its own)."""
 
-    Subclasses define, per head, ``project`` (``x[T, d]`` → head-batched encoder and
-    decoder inputs), ``monoid()``, ``decode`` and the carry conversions. Heads run
-    side by side under ``vmap``; their outputs are concatenated and projected back to
-    width ``features`` (thesis Fig. 2.2, right).
+    mixer_norm: str
+    mixer_gate: str
+    ff_norm: str
+    ff_in: str
+    ff_out: str
+    ff_gate: str
+
+
+def gated_layer(
+    h: jax.Array,
+    mix: Callable[[nn.LayerNorm], tuple[jax.Array, Carry]],
+    names: LayerNames,
+    *,
+    ff_size: int,
+    gate_bias: float,
+    fused_gates: bool = False,
+) -> tuple[jax.Array, Carry]:
+    """One gated transformer layer on ``h[T, d]`` → ``(h[T, d], mixer carry)`` (module docstring).
+
+    Call it inside a compact method: the layer's sub-modules belong to that module.
+    ``mix(norm)`` runs the layer's mixer and returns ``(m[T, d], carry)``; it applies the
+    layer norm ``norm`` to its input rows (``h``, and for GTrXL its memory rows too).
     """
-
-    features: int
-    num_heads: int
-    head_dim: int
-    chunk_size: int | None = 64
-
-    def monoid(self) -> Monoid:
-        raise NotImplementedError
-
-    def head_carry(self) -> Any:
-        """Carry of one head (what a stream stores between calls)."""
-        raise NotImplementedError
-
-    def project(self, x: jax.Array, start: jax.Array, extra: Any) -> tuple[Any, Any]:
-        """``(encoder_inputs, decode_inputs)``, leaves shaped ``[heads, T, ...]``."""
-        raise NotImplementedError
-
-    def encode(self, inputs: Any) -> Any:
-        """Encoder ``f``: one head's ``[K, ...]`` encoder inputs → monoid elements, run chunk by chunk."""
-        return inputs
-
-    def to_element(self, head_carry: Any) -> Any:
-        """Monoid element holding a head's carry (one head, unbatched)."""
-        raise NotImplementedError
-
-    def from_element(self, element: Any) -> Any:
-        """Inverse of :meth:`to_element`: drop what the carry need not keep."""
-        raise NotImplementedError
-
-    def decode(self, states: Any, decode_inputs: Any) -> jax.Array:
-        """``[K, ...]`` states and inputs of one head → ``[K, head_dim]`` attention outputs."""
-        raise NotImplementedError
-
-    def initial_extra(self) -> Any:
-        """Carry entries kept outside the monoid, shared by the heads (e.g. AReLiT's step counter)."""
-        return ()
-
-    def advance_extra(self, extra_carry: Any, start: jax.Array) -> Any:
-        """The extra carry after a tape with begin flags ``start``."""
-        return extra_carry
-
-    def initialize_carry(self) -> tuple[Any, Any]:
-        heads = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (self.num_heads,) + leaf.shape), self.head_carry())
-        return heads, self.initial_extra()
-
-    @nn.compact
-    def __call__(self, x: jax.Array, start: jax.Array, carry: Any) -> tuple[jax.Array, Any]:
-        heads_carry, extra = carry
-        encoder_inputs, decode_inputs = self.project(x, start, extra)
-        monoid = self.monoid()
-
-        def one_head(head_encoder_inputs, head_inputs, head_carry):
-            outputs, element = run_memory_monoid(
-                monoid,
-                head_encoder_inputs,
-                self.decode,
-                head_inputs,
-                start,
-                self.to_element(head_carry),
-                chunk_size=self.chunk_size,
-                encode=self.encode,
-            )
-            return outputs, self.from_element(element)
-
-        outputs, heads_carry = jax.vmap(one_head)(encoder_inputs, decode_inputs, heads_carry)
-        merged = jnp.moveaxis(outputs, 0, 1).reshape(x.shape[0], self.num_heads * self.head_dim)
-        return nn.Dense(self.features, name="out")(merged), (heads_carry, self.advance_extra(extra, start))
-
-    def heads(self, name: str, x: jax.Array, size: int | None = None) -> jax.Array:
-        """Dense projection of ``x[T, d]`` to ``[heads, T, size]`` (``size`` defaults to ``head_dim``)."""
-        size = self.head_dim if size is None else size
-        y = nn.Dense(self.num_heads * size, use_bias=False, name=name)(x)
-        return jnp.moveaxis(y.reshape(x.shape[0], self.num_heads, size), 1, 0)
+    mixed, carry = mix(nn.LayerNorm(name=names.mixer_norm))
+    h = GRUGate(gate_bias, fused_gates, name=names.mixer_gate)(h, nn.relu(mixed))
+    f = nn.LayerNorm(name=names.ff_norm)(h)
+    f = nn.Dense(ff_size, name=names.ff_in)(f)
+    f = nn.Dense(h.shape[-1], name=names.ff_out)(nn.relu(f))
+    return GRUGate(gate_bias, fused_gates, name=names.ff_gate)(h, nn.relu(f)), carry
 
 
 class GatedTransformer(nn.Module):
-    """A stack of gated transformer layers around a memory mixer (thesis Fig. 2.3).
+    """A stack of gated transformer layers: ``x[T, F]`` → embedding ``[T, features]`` → layers → ``y[T, features]``.
 
-    Subclasses implement :meth:`mixer` (the layer's self-attention). The input is
-    projected to width ``features`` first; the output has width ``features``.
+    Subclasses supply :meth:`layer` and :meth:`initial_layer_carry`.
+
+    Attributes:
+        features: model width ``d`` (thesis Table A.2: 128).
+        num_layers: number of layers ``L``.
+        num_heads: attention heads ``H`` per layer.
+        head_dim: width of each head ``d_h`` (None: ``features // num_heads``).
+        ff_size: hidden width of the feed-forward sub-layer (None: ``features``).
+        gate_bias: ``b_g`` of the gates; positive values start near the identity map.
     """
 
     features: int = 128
@@ -153,34 +137,71 @@ class GatedTransformer(nn.Module):
         """Width of one head (``head_dim``, or ``features // num_heads`` when it is None)."""
         return resolve_head_dim(self.features, self.num_heads, self.head_dim)
 
-    def mixer(self, **module_kwargs: Any) -> MultiHeadMonoidAttention:
-        """The self-attention of one layer (``module_kwargs``: ``name`` or ``parent``)."""
-        raise NotImplementedError
-
-    def _check(self) -> None:
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first bad option."""
         check_positive(num_layers=self.num_layers)
         resolve_head_dim(self.features, self.num_heads, self.head_dim)
         if self.ff_size is not None:
             check_positive(ff_size=self.ff_size)
-        check_chunk_size(getattr(self, "chunk_size", None))
+
+    def initial_layer_carry(self) -> Carry:
+        """The carry of one layer's mixer before any input."""
+        raise NotImplementedError
+
+    def layer(self, index: int, h: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+        """Layer ``index`` on ``h[T, features]`` (in this module's scope) → ``(h, carry)``."""
+        raise NotImplementedError
 
     def initialize_carry(self) -> tuple:
-        self._check()
-        return tuple(self.mixer(parent=None).initialize_carry() for _ in range(self.num_layers))
+        """One :meth:`initial_layer_carry` per layer; needs no parameters."""
+        self.check()
+        return tuple(self.initial_layer_carry() for _ in range(self.num_layers))
 
     @nn.compact
     def __call__(self, x: jax.Array, start: jax.Array, carry: tuple) -> tuple[jax.Array, tuple]:
-        self._check()
-        start = jnp.asarray(start, bool)
+        self.check()
+        x, start = jnp.asarray(x), jnp.asarray(start, bool)
         check_tape(x, start, self)
+        if len(carry) != self.num_layers:
+            raise ValueError(f"carry must hold one entry per layer; got {len(carry)} for num_layers={self.num_layers}")
         h = nn.Dense(self.features, name="embed")(x)
         new_carry = []
-        for layer in range(self.num_layers):
-            mixed, layer_carry = self.mixer(name=f"mixer_{layer}")(nn.LayerNorm(name=f"ln_mix_{layer}")(h), start, carry[layer])
-            h = GRUGate(self.gate_bias, name=f"gate_mix_{layer}")(h, nn.relu(mixed))
-            f = nn.LayerNorm(name=f"ln_ff_{layer}")(h)
-            f = nn.Dense(self.ff_size or self.features, name=f"ff_in_{layer}")(f)
-            f = nn.Dense(self.features, name=f"ff_out_{layer}")(nn.relu(f))
-            h = GRUGate(self.gate_bias, name=f"gate_ff_{layer}")(h, nn.relu(f))
+        for index, layer_carry in enumerate(carry):
+            h, layer_carry = self.layer(index, h, start, layer_carry)
             new_carry.append(layer_carry)
         return h, tuple(new_carry)
+
+
+class MonoidAttentionTransformer(GatedTransformer):
+    """The gated transformer with multi-head monoid attention (linear attention, ReLiT, AReLiT).
+
+    Subclasses supply :meth:`mixer` and declare ``chunk_size`` (of the mixers' scans).
+    Layer ``l``'s modules are ``mixer_l``, ``ln_mix_l``, ``gate_mix_l``, ``ln_ff_l``,
+    ``ff_in_l``, ``ff_out_l`` and ``gate_ff_l``.
+    """
+
+    if TYPE_CHECKING:  # a dataclass field of every subclass (declared there to keep their field order)
+        chunk_size: int | None
+
+    def mixer(self, **module_kwargs: Any) -> MultiHeadMonoidAttention:
+        """The self-attention of one layer (``module_kwargs``: ``name`` or ``parent``)."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        super().check()
+        check_chunk_size(self.chunk_size)
+
+    def initial_layer_carry(self) -> Carry:
+        return self.mixer(parent=None).initialize_carry()
+
+    def layer(self, index: int, h: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+        names = LayerNames(
+            f"ln_mix_{index}", f"gate_mix_{index}", f"ln_ff_{index}", f"ff_in_{index}", f"ff_out_{index}", f"gate_ff_{index}"
+        )
+        return gated_layer(
+            h,
+            lambda norm: self.mixer(name=f"mixer_{index}")(norm(h), start, carry),
+            names,
+            ff_size=self.ff_size or self.features,
+            gate_bias=self.gate_bias,
+        )

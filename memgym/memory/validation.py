@@ -1,27 +1,36 @@
-"""Argument checks shared by every memory model (DESIGN.md, "Errors")."""
+"""Argument checks shared by every memory model.
+
+Every bad option or input is reported as a ``ValueError`` that names the option (or
+argument) and the value given, before any parameter is created where possible.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import re
 from typing import Any
 
 import jax
 import numpy as np
 
 
+def is_positive_int(value: Any) -> bool:
+    """Whether ``value`` is an integer >= 1 (``bool`` is not an integer here)."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+
+
 def check_positive(**values: Any) -> None:
     """Raise ``ValueError`` for the first argument that is not an integer >= 1."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not is_positive_int(value):
             raise ValueError(f"{name} must be a positive integer; got {name}={value!r}")
 
 
 def check_chunk_size(chunk_size: Any) -> None:
     """``chunk_size`` is ``None`` (the whole tape in one chunk) or an integer >= 1."""
-    if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-            raise ValueError(
-                f"chunk_size must be None (one chunk) or a positive integer; got chunk_size={chunk_size!r}"
-            )
+    if chunk_size is not None and not is_positive_int(chunk_size):
+        raise ValueError(f"chunk_size must be None (one chunk) or a positive integer; got chunk_size={chunk_size!r}")
 
 
 def input_width(model: Any) -> int | None:
@@ -88,3 +97,50 @@ def resolve_head_dim(features: int, num_heads: int, head_dim: int | None) -> int
             f"(head_dim = features // num_heads); pass head_dim explicitly for another head width"
         )
     return features // num_heads
+
+
+def options(cls: type) -> list[str]:
+    """The options of the module class ``cls``: its dataclass fields but flax's ``parent`` and ``name``."""
+    return [field.name for field in dataclasses.fields(cls) if field.name not in ("parent", "name")]
+
+
+def required_options(cls: type) -> list[str]:
+    """The options of ``cls`` without a default, in declaration order."""
+    return [
+        field.name
+        for field in dataclasses.fields(cls)
+        if field.name in options(cls)
+        and field.default is dataclasses.MISSING
+        and field.default_factory is dataclasses.MISSING
+    ]
+
+
+def option_descriptions(cls: type) -> dict[str, str]:
+    """``{option: description}`` from the ``Attributes:`` sections of the docstrings of ``cls`` and its bases.
+
+    An entry is a line ``name: text`` (or ``a, b: text`` for several options) at the first
+    indentation under ``Attributes:``; deeper-indented lines continue it. reStructuredText
+    backticks are dropped. The nearest class wins.
+    """
+    descriptions: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        lines = inspect.cleandoc(klass.__dict__.get("__doc__") or "").splitlines()
+        if "Attributes:" not in lines:
+            continue
+        indent, names = None, []
+        for line in lines[lines.index("Attributes:") + 1 :]:
+            if not line.strip():
+                continue
+            depth = len(line) - len(line.lstrip())
+            indent = depth if indent is None else indent
+            if depth < indent or depth == 0:
+                break  # the section ended
+            entry = re.fullmatch(r"([\w, ]+):\s+(.*)", line.strip())
+            if depth == indent and entry:
+                names = [name.strip() for name in entry.group(1).split(",")]
+                for name in names:
+                    descriptions[name] = entry.group(2)
+            else:
+                for name in names:
+                    descriptions[name] += " " + line.strip()
+    return {name: text.replace("``", "").rstrip(".") for name, text in descriptions.items()}

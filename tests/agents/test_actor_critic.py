@@ -26,9 +26,10 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
     trainer = ActorCriticTrainer(config(memory=memory), TMazeJax())
     params = tmaze_params(3, max_episode_steps=12)
     state = trainer.init(jax.random.key(0), params)
-    collect = jax.jit(trainer.collect)
+    collect = jax.jit(lambda state, params: trainer.collect(state, params, state.params))
     state, _, _ = collect(state, params)  # the second rollout starts from a non-trivial carry
-    state, rollout, stats = collect(state, params)
+    state, trajectory, stats = collect(state, params)
+    rollout = trainer.rollout(state, trajectory)
     obs, begin = replay_inputs(rollout)
     logits, values = trainer.replay(state.params, obs, begin, rollout.carry)
     np.testing.assert_allclose(values[:, :-1], rollout.value, atol=1e-4)
@@ -53,7 +54,7 @@ def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
     _, metrics = jax.jit(jax.vmap(trainer.train))(jax.random.split(jax.random.key(0), 2), params)
     assert metrics["episodes"].shape == (2, trainer.config.num_updates)
     np.testing.assert_array_less(0.9, success_at_end(metrics))
-    assert np.all(np.diff(np.asarray(metrics["env_steps"])) == trainer.config.steps_per_update)
+    assert np.all(np.diff(np.asarray(metrics["env_steps"])) == trainer.config.env_steps_per_update)
 
 
 @pytest.mark.parametrize("batching", ["tape", "segment"])
@@ -71,9 +72,10 @@ def test_run_continues_train():
     trainer = ActorCriticTrainer(config(), TMazeJax())
     params = tmaze_params(3, max_episode_steps=20)
     whole, metrics = jax.jit(trainer.train)(jax.random.key(3), params)
+    run = jax.jit(trainer.run, static_argnums=2)
     state = trainer.init(jax.random.key(3), params)
-    state, first = trainer.run(state, params, 1)
-    state, rest = trainer.run(state, params, 3)
+    state, first = run(state, params, 1)
+    state, rest = run(state, params, 3)
     for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(state.params)):
         np.testing.assert_allclose(a, b, atol=1e-6)
     np.testing.assert_array_equal(np.concatenate([first["episodes"], rest["episodes"]]), metrics["episodes"])
@@ -94,7 +96,7 @@ def test_act_is_one_step_of_the_policy():
         (dict(algorithm="sac"), "algorithm must be 'a2c' or 'ppo'"),
         (dict(batching="ring"), "batching must be 'tape' or 'segment'"),
         (dict(gamma=1.5), "gamma must be in"),
-        (dict(num_envs=0), "num_envs must be positive"),
+        (dict(num_envs=0), "num_envs must be a positive integer"),
         (dict(total_steps=10), "less than one update"),
         (dict(algorithm="ppo", num_minibatches=3), "num_minibatches=3 must divide"),
         (dict(algorithm="ppo", batching="segment", segment_length=7), "multiple of segment_length=7"),

@@ -43,8 +43,9 @@ def check_metrics(metrics, shape):
 def test_runs_and_learns_nothing_nonfinite(batching, memory):
     config = DQNConfig(batching=batching, **memory, **TINY)
     trainer = DQNTrainer(config, ENV, PARAMS)
+    run = jax.jit(trainer.run, static_argnums=2)
     state = jax.jit(trainer.init)(jax.random.key(0), PARAMS)
-    state, metrics = trainer.run(state, PARAMS, 6)
+    state, metrics = run(state, PARAMS, 6)
     check_metrics(metrics, (6,))
     steps = config.num_envs * config.steps_per_update
     np.testing.assert_array_equal(metrics["env_steps"], steps * np.arange(1, 7))
@@ -53,15 +54,15 @@ def test_runs_and_learns_nothing_nonfinite(batching, memory):
     assert np.all(np.asarray(metrics["loss"])[learning] > 0) and np.all(np.asarray(metrics["loss"])[~learning] == 0)
     assert float(metrics["epsilon"][0]) == pytest.approx(config.epsilon_start)
     # Parameters moved only once learning began; the target trails the online network.
-    moved = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.any(a != b), state.params, state.target_params))
+    moved = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.any(a != b), state.params, state.learner.target_params))
     assert any(bool(m) for m in moved)
-    assert np.all(np.asarray(state.replay.added) == 6 * config.steps_per_update)
+    assert np.all(np.asarray(state.learner.replay.added) == 6 * config.steps_per_update)
 
-    state, more = trainer.run(state, PARAMS, 6)  # the run continues from the state
+    state, more = run(state, PARAMS, 6)  # the run continues from the state
     assert int(more["env_steps"][0]) == 7 * steps
     carry = jax.tree.map(lambda x: x[0], state.carry)
     action, _ = trainer.act(state.params, carry, state.obs[0], state.begin[0], jax.random.key(1))
-    assert action.shape == () and 0 <= int(action) < trainer.num_actions
+    assert action.shape == () and 0 <= int(action) < trainer.spec.num_actions
 
 
 @pytest.mark.parametrize("memory", [GRU, FFM], ids=["gru", "ffm"])
@@ -76,7 +77,7 @@ def test_markov_states_match_step_by_step(memory):
     lengths = [3, 1, 4, 2]
     obs, next_obs, begin = [], [], []
     for i, n in enumerate(lengths):
-        episode = rng.normal(size=(n + 1, trainer.obs_size)).astype(np.float32)
+        episode = rng.normal(size=(n + 1, trainer.spec.obs_size)).astype(np.float32)
         obs.append(episode[:-1])
         next_obs.append(episode[1:])  # o'_t = o_{t+1}; the last one is the final observation
         begin.append(np.arange(n) == 0 if i else np.zeros(n, bool))
@@ -119,10 +120,10 @@ def test_segment_loss_ignores_padding():
     rng = np.random.default_rng(1)
     segments, length = 3, config.segment_length
     data = dict(
-        obs=rng.normal(size=(segments, length, trainer.obs_size)).astype(np.float32),
+        obs=rng.normal(size=(segments, length, trainer.spec.obs_size)).astype(np.float32),
         action=rng.integers(0, 4, (segments, length)).astype(np.int32),
         reward=rng.normal(size=(segments, length)).astype(np.float32),
-        next_obs=rng.normal(size=(segments, length, trainer.obs_size)).astype(np.float32),
+        next_obs=rng.normal(size=(segments, length, trainer.spec.obs_size)).astype(np.float32),
         terminated=np.zeros((segments, length), bool),
     )
     mask = np.ones((segments, length), bool)

@@ -1,8 +1,12 @@
-"""The host loop trains with the jitted update on a Gymnasium vector env."""
+"""The host loop trains any trainer on a Gymnasium vector env, recording what the functional collector records."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -41,12 +45,11 @@ def test_host_loop_rejects_mismatched_envs():
 def test_dqn_host_loop_learns_the_short_maze():
     from memgym.agents.config import DQNConfig
     from memgym.agents.dqn import DQNTrainer
-    from memgym.agents.host import DQNHostLoop
 
     config = DQNConfig(memory="gru", memory_config='{"features": 32}', num_envs=8, total_steps=12_000,
                        batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3,
                        target_rate=0.99, epsilon_fraction=0.3)
-    loop = DQNHostLoop(DQNTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
+    loop = HostLoop(DQNTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
     history = [loop.update() for _ in range(config.num_updates)]
     assert history[-1]["env_steps"] == config.total_steps and history[-1]["loss"] > 0
     tail = history[-config.num_updates // 5:]
@@ -58,7 +61,6 @@ def test_dqn_host_loop_learns_the_short_maze():
 def test_host_loops_train_on_popgym(kind):
     pytest.importorskip("popgym")
     from memgym.agents.config import DQNConfig
-    from memgym.agents.host import DQNHostLoop, trainer_for
 
     envs = gym.make_vec("memgym/popgym-RepeatPreviousEasy-v0", num_envs=4, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
@@ -66,12 +68,62 @@ def test_host_loops_train_on_popgym(kind):
         config = ActorCriticConfig(algorithm="ppo", memory="ffm", memory_config='{"features": 16, "memory_size": 8, '
                                    '"context_size": 4}', num_envs=4, rollout_length=16, total_steps=4 * 16 * 3,
                                    num_minibatches=2)
-        loop = HostLoop(trainer_for(config, envs), envs)
     else:
         config = DQNConfig(memory="lru", memory_config='{"features": 16, "state_size": 8}', num_envs=4,
                            total_steps=4 * 40, batch_size=32, buffer_size=400, learning_starts=64)
-        loop = DQNHostLoop(trainer_for(config, envs), envs)
+    loop = HostLoop.for_config(config, envs)
     history = [loop.update() for _ in range(config.num_updates)]
     assert history[-1]["env_steps"] == config.total_steps
     assert all(np.isfinite(v) for h in history for k, v in h.items() if "loss" in k)
     assert history[-1]["loss" if kind == "dqn" else "policy_loss"] != 0.0  # a gradient step happened
+
+
+class DeterministicTMaze(TMazeJax):
+    """T-Maze whose goal is always left: with no distractors it draws no randomness at all, so the
+    functional collector and a host loop over its Gymnasium adapter see the same environment."""
+
+    def reset(self, key, params):
+        _, state = super().reset(key, params)
+        state = dataclasses.replace(state, goal=jnp.zeros((), jnp.int32))
+        return self._observation(state, jnp.zeros(params.num_distractors, jnp.int32), params), state
+
+
+@pytest.mark.parametrize("kind", ["a2c", "dqn"])
+def test_functional_and_host_collectors_record_the_same_steps(kind):
+    """Same seed, same environment: both collectors draw the same keys, act the same and record the same."""
+    from memgym.agents.config import DQNConfig
+    from memgym.agents.registry import make_trainer
+    from memgym.envs.functional import GymnasiumAdapter
+
+    env = DeterministicTMaze()
+    params = tmaze_params(3, num_distractors=0, max_episode_steps=5)  # terminations and truncations
+    if kind == "a2c":
+        config = ActorCriticConfig(memory="tiny-gru", num_envs=4, rollout_length=24, total_steps=4 * 24,
+                                   entropy_coef=1e-2)
+    else:
+        config = DQNConfig(memory="tiny-gru", num_envs=4, steps_per_update=24, total_steps=4 * 24, batch_size=32,
+                           buffer_size=400, learning_starts=0, epsilon_start=0.5)
+    trainer = make_trainer(config, env, params)
+    state = trainer.init(jax.random.key(7), params)
+    acting, _ = trainer.acting(state)
+    after, trajectory, stats = jax.jit(trainer.collect)(state, params, acting)
+
+    envs = gym.vector.SyncVectorEnv([lambda: GymnasiumAdapter(env, params)] * config.num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    loop = HostLoop(trainer, envs, seed=7)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(loop.state.params)):
+        np.testing.assert_array_equal(a, b)
+    host_trajectory, host_stats = loop.collect(trainer.acting(loop.state)[0])
+
+    steps, host_steps = trajectory.steps, host_trajectory.steps
+    assert sorted(steps) == sorted(host_steps)
+    assert {"obs", "begin", "action", "reward", "terminated", "truncated", "next_obs"} <= set(steps)
+    assert np.asarray(steps["truncated"]).any() and np.asarray(steps["terminated"]).any()
+    for name in steps:
+        assert steps[name].shape == host_steps[name].shape and steps[name].dtype == host_steps[name].dtype, name
+        np.testing.assert_allclose(np.asarray(steps[name], float), np.asarray(host_steps[name], float),
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+    assert {k: float(v) for k, v in stats.items()} == pytest.approx(host_stats)
+    np.testing.assert_array_equal(after.obs, loop.state.obs)
+    np.testing.assert_array_equal(jax.random.key_data(after.key), jax.random.key_data(loop.state.key))
+    envs.close()

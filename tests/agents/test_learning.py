@@ -43,7 +43,7 @@ def train_tmaze(config: ActorCriticConfig, corridor_length: int, seed: int = 0) 
 def final_success(metrics: dict[str, np.ndarray], config: ActorCriticConfig, fraction: float = 0.2) -> float:
     """Success rate over the last ``fraction`` of the run's environment steps."""
     window = int(fraction * config.total_steps)
-    return float(success_over_last(metrics, window, config.steps_per_update))
+    return float(success_over_last(metrics, window, config.env_steps_per_update))
 
 
 def test_a2c_with_arelit_solves_tmaze_corridor_10():
@@ -87,7 +87,7 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     import gymnasium as gym
 
     import memgym  # noqa: F401  (registers the environments)
-    from memgym.agents.host import DQNHostLoop, trainer_for
+    from memgym.agents.host import HostLoop
 
     config = DQNConfig(
         memory="ffm", memory_config=json.dumps({"features": 32, "memory_size": 8, "context_size": 4}),
@@ -98,7 +98,7 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     envs = gym.make_vec("memgym/popgym-RepeatFirstEasy-v0", num_envs=config.num_envs, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
     try:
-        loop = DQNHostLoop(trainer_for(config, envs), envs, seed=0)
+        loop = HostLoop.for_config(config, envs, seed=0)
         history = [loop.update() for _ in range(config.num_updates)]
     finally:
         envs.close()

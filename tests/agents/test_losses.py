@@ -81,7 +81,7 @@ def test_a2c_loss_matches_hand_computed_value():
     expected_entropy = np.mean(entropy(logits[:, :3]))
     expected = expected_policy_loss + value_coef * expected_value_loss - entropy_coef * expected_entropy
 
-    obs = np.zeros((2, 3, trainer.obs_size), np.float32)
+    obs = np.zeros((2, 3, trainer.spec.obs_size), np.float32)
     rollout = Rollout(
         obs=obs, begin=np.array([[True, False, True], [False, False, True]]), action=action, reward=reward,
         terminated=terminated, truncated=truncated, value=values[:, :3], log_prob=np.zeros((2, 3), np.float32),
@@ -140,7 +140,7 @@ def test_ppo_clipped_loss_matches_hand_computed_value():
     expected = expected_policy_loss + value_coef * expected_value_loss - entropy_coef * expected_entropy
 
     batch = dict(
-        obs=np.zeros((2, 2, trainer.obs_size), np.float32), begin=np.zeros((2, 2), bool), carry=(),
+        obs=np.zeros((2, 2, trainer.spec.obs_size), np.float32), begin=np.zeros((2, 2), bool), carry=(),
         action=action, log_prob=old_logp, value=old_value, advantage=advantage, target=target,
     )
     params = {"logits": jnp.asarray(logits), "values": jnp.asarray(new_value)}

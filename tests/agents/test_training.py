@@ -111,3 +111,19 @@ def test_cli_train_on_a_gymnasium_env_through_the_host_loop(tmp_path, capsys):
         assert len(list(csv.DictReader(file))) == 4
     assert main(["train", "--env", "memgym/NoSuchEnv-v0", "--out", str(tmp_path / "y")]) == 2
     assert "not a registered Gymnasium environment" in capsys.readouterr().err
+
+
+def test_every_config_field_is_documented_and_train_help_shows_it(capsys):
+    import dataclasses
+
+    from memgym.agents.config import AGENTS, field_docs
+
+    for cls in {cls for cls, _ in AGENTS.values()}:
+        docs = field_docs(cls)
+        assert sorted(docs) == sorted(f.name for f in dataclasses.fields(cls)), cls.__name__
+        assert all(docs.values())
+    with pytest.raises(SystemExit):
+        main(["train", "-h"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Polyak β of the target network" in text  # DQNConfig.target_rate's docstring
+    assert "environment steps per environment in one rollout" in text  # ActorCriticConfig.rollout_length's

@@ -203,12 +203,12 @@ def test_tapes_vmap_one_per_worker():
         ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step
         begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0)
         states = add(states, ids, begin)
-    batch = jax.jit(tape.sample_tapes, static_argnums=2)(states, jax.random.key(0), 30)
+    batch = jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 30)
     assert batch.data.shape == (30,)
     for w, part in enumerate(np.asarray(batch.data).reshape(workers, 10)):
         assert set(((part % 100) // ADD).tolist()) == {w}  # each part comes from its own tape
     with pytest.raises(ValueError, match="multiple of the number of tapes"):
-        tape.sample_tapes(states, jax.random.key(0), 31)
+        tape.sample_stacked(states, jax.random.key(0), 31)
 
 
 # --- SBB ---------------------------------------------------------------------------------------
@@ -338,13 +338,13 @@ def transitions(n: int, **override):
 @pytest.mark.parametrize("capacity", [0, -3, 2.5, True])
 def test_capacity_below_one(capacity):
     for make in (TapeReplay, lambda c: SegmentReplay(c, 2)):
-        with pytest.raises(ValueError, match=rf"capacity must be a positive integer, got capacity={capacity!r}"):
+        with pytest.raises(ValueError, match=rf"capacity must be a positive integer; got capacity={capacity!r}"):
             make(capacity)
 
 
 @pytest.mark.parametrize("length", [0, -1, 1.5])
 def test_segment_length_below_one(length):
-    with pytest.raises(ValueError, match=rf"segment_length must be a positive integer, got segment_length={length!r}"):
+    with pytest.raises(ValueError, match=rf"segment_length must be a positive integer; got segment_length={length!r}"):
         SegmentReplay(4, length)
     with pytest.raises(ValueError, match=rf"got segment_length={length!r}"):
         make_replay("segment", 64, segment_length=length)
@@ -352,7 +352,7 @@ def test_segment_length_below_one(length):
 
 def test_make_replay_capacity():
     for kind in ("tape", "segment"):
-        with pytest.raises(ValueError, match="capacity must be a positive integer, got capacity=0"):
+        with pytest.raises(ValueError, match="capacity must be a positive integer; got capacity=0"):
             make_replay(kind, 0, segment_length=4)
     with pytest.raises(ValueError, match="capacity=3 is smaller than one segment of segment_length=4"):
         make_replay("segment", 3, segment_length=4)
@@ -366,7 +366,7 @@ def test_make_replay_capacity():
 def test_batch_size_not_positive(kind, batch_size):
     buf = BUFFERS[kind]()
     state = buf.add(buf.init(example_transition()), transitions(4), jnp.array([1, 0, 0, 0], bool))
-    with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got batch_size={batch_size!r}"):
+    with pytest.raises(ValueError, match=rf"batch_size must be a positive integer; got batch_size={batch_size!r}"):
         buf.sample(state, jax.random.key(0), batch_size)
     with pytest.raises(ValueError, match=rf"batch_size={batch_size!r}"):  # under jit too (static)
         jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), batch_size)
@@ -397,13 +397,13 @@ def test_segment_batch_counts_real_transitions_not_padding():
         buf.sample(state, jax.random.key(0), 8)
 
 
-def test_sample_tapes_batch_size_above_stored():
+def test_sample_stacked_batch_size_above_stored():
     states = jax.vmap(lambda _: tape.init(jnp.int32(0)))(jnp.arange(2))
     states = jax.vmap(tape.add)(states, jnp.arange(8).reshape(2, 4), jnp.ones((2, 4), bool).at[1, 2:].set(False))
-    assert tape.sample_tapes(states, jax.random.key(0), 8).data.shape == (8,)
+    assert tape.sample_stacked(states, jax.random.key(0), 8).data.shape == (8,)
     with pytest.raises(ValueError, match="batch_size=10 exceeds the stored transitions: it takes 5 from each"):
-        tape.sample_tapes(states, jax.random.key(0), 10)
-    assert jax.jit(tape.sample_tapes, static_argnums=2)(states, jax.random.key(0), 10).data.shape == (10,)
+        tape.sample_stacked(states, jax.random.key(0), 10)
+    assert jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 10).data.shape == (10,)
 
 
 @pytest.mark.parametrize("kind", BUFFERS)

@@ -1,6 +1,9 @@
-"""The pure-JAX T-Maze twin: functional API, vmapping over corridor lengths, parity with Gymnasium."""
+"""The pure-JAX T-Maze twin: functional API, vmapping over corridor lengths, parity with Gymnasium;
+the episode statistics wrapper and stateful wrappers of :mod:`memgym.envs.functional` on it."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import gymnasium as gym
 import jax
@@ -12,10 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memgym  # noqa: F401
+from memgym.envs.functional import EpisodeStatistics, StatefulWrapper, track_episodes
 from memgym.envs.tmaze import TMazeEnv
 from memgym.envs.tmaze_jax import TMazeJax, make_gymnasium_tmaze, tmaze_params
 
 ENV = TMazeJax()
+STATS_ENV = EpisodeStatistics(ENV)
 STEP_ENV = jax.jit(ENV.step_env)
 RESET = jax.jit(ENV.reset)
 
@@ -106,21 +111,21 @@ def test_parity_on_full_optimal_and_wrong_episodes():
 
 
 def _rollout(params, key, policy: str, steps: int):
-    """Auto-reset rollout of a batch of envs (``params`` batched) inside one jit."""
+    """Auto-reset rollout of a batch of envs (``params`` batched) with episode statistics, inside one jit."""
     n = params.corridor_length.shape[0]
 
     @jax.jit
     def run(key):
         keys = jax.random.split(key, n)
-        obs, state = jax.vmap(ENV.reset)(keys, params)
+        obs, state = jax.vmap(STATS_ENV.reset)(keys, params)
 
         def body(carry, key):
             obs, state, goal_memory = carry
-            goal_memory = jnp.where(state.t == 0, obs[:, 0].astype(jnp.int32), goal_memory)
-            at_junction = state.position == params.corridor_length - 1
+            goal_memory = jnp.where(state.inner.t == 0, obs[:, 0].astype(jnp.int32), goal_memory)
+            at_junction = state.inner.position == params.corridor_length - 1
             turn = 2 + (goal_memory if policy == "optimal" else 1 - goal_memory)
             action = jnp.where(at_junction, turn, 0)
-            obs, state, reward, term, trunc, info = jax.vmap(ENV.step)(
+            obs, state, reward, term, trunc, info = jax.vmap(STATS_ENV.step)(
                 jax.random.split(key, n), state, action, params
             )
             return (obs, state, goal_memory), (reward, info)
@@ -204,3 +209,103 @@ def test_adapter_rejects_bad_actions():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action"):
         env.step(7)
+
+
+def test_tmaze_keeps_no_episode_statistics():
+    params = tmaze_params(2)
+    obs, state = RESET(jax.random.key(0), params)
+    assert set(vars(state)) == {"position", "goal", "t"}
+    *_, info = STEP_ENV(jax.random.key(1), state, 0, params)
+    assert set(info) == {"success"}
+
+
+def test_episode_statistics_count_returns_and_lengths_across_auto_resets():
+    """Random actions on a short maze (terminations and time-limit truncations) against a hand count."""
+    params = tmaze_params(3, max_episode_steps=5)
+    step = jax.jit(STATS_ENV.step)
+    inner_step = jax.jit(ENV.step)
+    obs, state = STATS_ENV.reset(jax.random.key(0), params)
+    inner_obs, inner_state = ENV.reset(jax.random.key(0), params)
+    np.testing.assert_array_equal(obs, inner_obs)
+    rng = np.random.default_rng(0)
+    running_return, running_length, finished, truncations = 0.0, 0, [], 0
+    for t in range(200):
+        action = jnp.asarray(rng.choice([0, 0, 2, 3]))
+        key = jax.random.key(t + 1)
+        obs, state, reward, terminated, truncated, info = step(key, state, action, params)
+        # the wrapper passes keys through: the inner environment alone behaves the same
+        inner_obs, inner_state, inner_reward, *_ = inner_step(key, inner_state, action, params)
+        np.testing.assert_array_equal(obs, inner_obs)
+        assert float(reward) == float(inner_reward) and int(state.inner.position) == int(inner_state.position)
+        running_return += float(reward)
+        running_length += 1
+        done = bool(terminated) or bool(truncated)
+        assert bool(info["done"]) == done
+        assert int(info["episode_length"]) == running_length
+        assert float(info["episode_return"]) == pytest.approx(running_return, abs=1e-5)
+        assert bool(info["success"]) == (bool(terminated) and float(reward) > 0)
+        if done:
+            finished.append((running_return, running_length))
+            truncations += bool(truncated)
+            running_return, running_length = 0.0, 0
+        # the running statistics restart with every episode, while the inner env auto-resets
+        assert int(state.episode_length) == running_length and int(state.inner.t) == running_length
+        assert float(state.episode_return) == pytest.approx(running_return, abs=1e-5)
+    assert len(finished) > 10 and 0 < truncations < len(finished)
+
+
+def test_episode_statistics_wrap_once_and_pass_spaces_through():
+    wrapped = EpisodeStatistics(EpisodeStatistics(ENV))
+    assert wrapped.inner is ENV
+    params = tmaze_params(4)
+    assert wrapped.observation_space(params) == ENV.observation_space(params)
+    assert wrapped.action_space(params) == ENV.action_space(params)
+    assert wrapped.default_params().corridor_length == ENV.default_params().corridor_length
+
+
+def test_track_episodes_on_numpy_arrays_as_on_jax_arrays():
+    args = (np.array([1.5, -0.5]), np.array([3, 1]), np.array([0.5, 2.0]), np.array([True, False]),
+            np.array([False, False]), np.array([True, False]))
+    stats, ret, length = track_episodes(*args)
+    assert isinstance(ret, np.ndarray) and isinstance(stats["done"], np.ndarray)
+    np.testing.assert_array_equal(stats["episode_return"], [2.0, 1.5])
+    np.testing.assert_array_equal(stats["episode_length"], [4, 2])
+    np.testing.assert_array_equal(ret, [0.0, 1.5])
+    np.testing.assert_array_equal(length, [0, 2])
+    jax_stats, jax_ret, jax_length = jax.jit(track_episodes)(*map(jnp.asarray, args))
+    for name in stats:
+        np.testing.assert_array_equal(jax_stats[name], stats[name])
+    np.testing.assert_array_equal(jax_ret, ret)
+    np.testing.assert_array_equal(jax_length, length)
+
+
+class _Counted(StatefulWrapper):
+    """Counts finished episodes across episodes (the docstring's example of a stateful wrapper)."""
+
+    def init(self, inner, params):
+        return _CountedState(inner, jnp.zeros((), jnp.int32))
+
+    def update(self, state, action, reward, terminated, truncated, info, params):
+        return _CountedState(state.inner, state.episodes + (terminated | truncated)), info
+
+
+@dataclasses.dataclass(frozen=True)
+class _CountedState:
+    inner: object
+    episodes: jax.Array
+
+
+jax.tree_util.register_dataclass(_CountedState, data_fields=["inner", "episodes"], meta_fields=[])
+
+
+def test_stateful_wrappers_nest_and_only_the_innermost_env_resets():
+    env = EpisodeStatistics(_Counted(ENV))
+    params = tmaze_params(2, max_episode_steps=3)
+    step = jax.jit(env.step)
+    _, state = env.reset(jax.random.key(0), params)
+    episodes = 0
+    for t in range(30):
+        _, state, _, _, _, info = step(jax.random.key(t), state, jnp.asarray(t % 4), params)
+        episodes += bool(info["done"])
+        assert int(state.inner.episodes) == episodes  # the inner wrapper's count survives every auto-reset
+    assert episodes > 3

@@ -101,7 +101,7 @@ def test_model_decoder_reads_the_approximate_state_scaled_by_a_quarter():
     states = (jnp.ones((steps, head_dim)), jnp.ones((steps, eta * head_dim)), v, k, s)
     attention = AReLiTAttention(features=8, num_heads=1, head_dim=head_dim, eta=eta, r=r)
     expected = jnp.einsum("tij,tj->ti", approximate_state(v, k, r), q) / (4.0 * jnp.sum(s * q, -1, keepdims=True))
-    np.testing.assert_allclose(attention.decode(states, q), expected, rtol=1e-4)
+    np.testing.assert_allclose(attention.read(states, q, ()), expected, rtol=1e-4)
 
 
 def test_approximate_state_rejects_mismatched_r():

@@ -1,4 +1,4 @@
-"""Laws every memory model obeys (DESIGN.md, "Memory models"), for every registered model:
+"""Laws every memory model obeys (the interface of :mod:`memgym.memory`), for every registered model:
 
 * streaming (T = 1 calls, carry passed along) == one call over the whole tape;
 * a tape split in two, carry passed across the split == one call;
@@ -238,6 +238,42 @@ def test_start_must_have_one_flag_per_row_of_x(name, x_rows, start_rows):
     message = rf"start must have shape \[T\] = \({x_rows},\).*got start with shape \({start_rows},\)"
     with pytest.raises(ValueError, match=message):
         model.model.apply(params, jnp.zeros((x_rows, IN)), jnp.zeros(start_rows, bool), model.initialize_carry())
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_make_names_missing_required_options_and_their_meaning(name):
+    """``make`` without a required option raises a ValueError naming it and what it means (not a bare TypeError)."""
+    from memgym.memory.validation import option_descriptions, required_options
+
+    cls = memory.model_class(name)
+    required = required_options(cls)
+    descriptions = option_descriptions(cls)
+    for option in required:
+        assert descriptions.get(option), f"{name}: option {option!r} has no description in the docstring"
+    if not required:
+        memory.make(name)  # every option has a default
+        return
+    with pytest.raises(ValueError, match=rf"memory model {name!r} needs option\(s\) \[{required[0]!r}.*{required[0]}: .*got \{{\}}$"):
+        memory.make(name)
+
+
+def test_make_lstm_without_features_explains_it():
+    with pytest.raises(ValueError) as error:
+        memory.make("lstm")
+    assert str(error.value) == (
+        "memory model 'lstm' needs option(s) ['features'] "
+        "(features: width d of the hidden state (thesis Table A.2 uses 600)); got {}"
+    )
+
+
+def test_every_option_is_documented():
+    """Every option of every registered model has a line in an ``Attributes:`` section (what ``make`` quotes)."""
+    from memgym.memory.validation import option_descriptions, options
+
+    for name in sorted(SMALL):
+        cls = memory.model_class(name)
+        missing = set(options(cls)) - set(option_descriptions(cls))
+        assert not missing, f"{name}: undocumented option(s) {sorted(missing)}"
 
 
 def test_unknown_model_name_lists_the_registered_ones():

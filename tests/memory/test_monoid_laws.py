@@ -420,7 +420,7 @@ def attention_scans(inputs: tuple, start: jax.Array, head_carry: Any, *, name: s
     mixer = attention_mixer(name)
     elements = mixer.encode(inputs)
     return tuple(
-        scan_monoid(mixer.monoid(), elements, start, mixer.to_element(head_carry), method=method) for method in METHODS
+        scan_monoid(mixer.monoid(), elements, start, mixer.element_from_carry(head_carry), method=method) for method in METHODS
     )
 
 
@@ -494,8 +494,8 @@ def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObj
         call_inputs = as32(inputs)
     mixer = attention_mixer(name)
     for states, carry_out in attention_scans(call_inputs, jnp.asarray(start), as32(carry), name=name):
-        assert_trees_close(mixer.from_element(states), expected_states)
-        assert_trees_close(mixer.from_element(carry_out), [leaf[-1] for leaf in expected_states])
+        assert_trees_close(mixer.carry_from_element(states), expected_states)
+        assert_trees_close(mixer.carry_from_element(carry_out), [leaf[-1] for leaf in expected_states])
 
 
 @pytest.mark.parametrize("chunk_size", [None, 1, 3, 8])

@@ -2,6 +2,7 @@
 
 Tapes of random episodes with random terminations, time-limit truncations and an
 unfinished last episode; both scan methods; the affine monoid's laws; bad input.
+GAE of a whole rollout, per environment and as one flattened tape.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.memory.returns import (
+from memgym.agents.returns import (
     AFFINE_MONOID,
+    advantages,
     discounted_return,
     discounted_return_reference,
+    flat_advantages,
     generalized_advantage,
     generalized_advantage_reference,
+    next_values,
 )
+from memgym.buffers.rollout import Rollout, flatten
 
 SETTINGS = settings(max_examples=30, deadline=None)
 LENGTHS = st.sampled_from([1, 2, 7, 33, 80])  # a few tape lengths: each one compiles once
@@ -138,3 +143,65 @@ def test_bad_input():
         generalized_advantage(reward, value, next_value, terminated, truncated, 0.9, -0.1)
     with pytest.raises(ValueError, match="same T"):
         discounted_return(reward, terminated[:5], truncated, next_value, 0.9)
+
+
+# --- on rollouts ------------------------------------------------------------------------------
+
+E, T, OBS = 3, 17, 4
+
+
+def random_rollout(seed: int) -> tuple[Rollout, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    end = rng.random((E, T)) < 0.15
+    terminated = end & (rng.random((E, T)) < 0.5)
+    truncated = end & ~terminated
+    begin = np.zeros((E, T), bool)
+    begin[:, 1:] = end[:, :-1]
+    rollout = Rollout(
+        obs=jnp.asarray(rng.normal(size=(E, T, OBS)), jnp.float32),
+        begin=jnp.asarray(begin),
+        action=jnp.asarray(rng.integers(0, 4, (E, T))),
+        reward=jnp.asarray(rng.normal(size=(E, T)), jnp.float32),
+        terminated=jnp.asarray(terminated),
+        truncated=jnp.asarray(truncated),
+        value=jnp.zeros((E, T)),
+        log_prob=jnp.zeros((E, T)),
+        final_value=jnp.asarray(np.where(truncated, rng.normal(size=(E, T)), 0.0), jnp.float32),
+        carry=jnp.zeros((E, 2)),
+        next_obs=jnp.asarray(rng.normal(size=(E, OBS)), jnp.float32),
+        next_begin=jnp.asarray(end[:, -1]),
+    )
+    values = rng.normal(size=(E, T + 1)).astype(np.float32)
+    return rollout, values
+
+
+def test_next_values_bootstrap_from_final_value_on_truncation():
+    rollout, values = random_rollout(1)
+    nv = np.asarray(next_values(rollout, jnp.asarray(values)))
+    trunc = np.asarray(rollout.truncated)
+    np.testing.assert_array_equal(nv[trunc], np.asarray(rollout.final_value)[trunc])
+    np.testing.assert_array_equal(nv[~trunc], values[:, 1:][~trunc])
+    with pytest.raises(ValueError, match=r"\[E, T \+ 1\]"):
+        next_values(rollout, jnp.asarray(values[:, :-1]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_advantages_per_env_match_loop_and_flat_tape(seed):
+    rollout, values = random_rollout(seed)
+    adv, target = advantages(rollout, jnp.asarray(values), 0.99, 0.95)
+    nv = np.asarray(next_values(rollout, jnp.asarray(values)))
+    for e in range(E):
+        want = generalized_advantage_reference(
+            rollout.reward[e], values[e, :-1], nv[e], rollout.terminated[e], rollout.truncated[e], 0.99, 0.95
+        )
+        np.testing.assert_allclose(np.asarray(adv[e]), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(target), np.asarray(adv) + values[:, :-1], rtol=1e-5, atol=1e-5)
+    flat_adv, flat_target = flat_advantages(rollout, jnp.asarray(values), 0.99, 0.95)
+    np.testing.assert_allclose(np.asarray(flat_adv), np.asarray(flatten(adv)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(flat_target), np.asarray(flatten(target)), rtol=1e-4, atol=1e-4)
+
+
+def test_flat_advantages_jit():
+    rollout, values = random_rollout(5)
+    adv = jax.jit(lambda r, v: flat_advantages(r, v, 0.9, 0.9)[0])(rollout, jnp.asarray(values))
+    assert adv.shape == (E * T,) and np.isfinite(np.asarray(adv)).all()

@@ -24,6 +24,14 @@ Episode ends, following the usual bootstrapping rules:
   (for GAE the advantage beyond the tape is 0).
 
 All inputs are ``[T]`` arrays of one stream; ``jax.vmap`` adds environments.
+
+On a :class:`~memgym.buffers.rollout.Rollout` (``[E, T]`` transitions, the
+values replayed from its stored carries), :func:`advantages` computes GAE per
+environment and :func:`flat_advantages` as one scan over the flattened tape;
+:func:`next_values` supplies the bootstrap values of both.
+
+These are reinforcement-learning computations, so they live with the agents;
+:mod:`memgym.buffers` only stores transitions.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.buffers.rollout import Rollout, flatten, stream_flags
 from memgym.memory.monoid import Monoid, ScanMethod, scan_monoid
 
 #: ``(a, b) • (a', b') = (a a', b + a b')`` — composition of affine maps ``X ↦ b + a X``.
@@ -130,6 +139,53 @@ def generalized_advantage(
     carry = (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
     (_, advantages), _ = scan_monoid(AFFINE_MONOID, (a, delta), done, carry, reverse=True, method=method)
     return advantages, advantages + value
+
+
+# --- on rollouts ------------------------------------------------------------------------------
+
+
+def next_values(rollout: Rollout, values: jax.Array) -> jax.Array:
+    """``V(s_{t+1})`` per step from replayed ``values[E, T + 1]``; truncated steps use ``final_value``."""
+    expected = rollout.shape[0], rollout.shape[1] + 1
+    if values.shape != expected:
+        raise ValueError(f"values must have shape [E, T + 1] = {expected} (see replay_inputs), got {values.shape}")
+    return jnp.where(rollout.truncated, rollout.final_value, values[:, 1:])
+
+
+def advantages(
+    rollout: Rollout, values: jax.Array, gamma: float, lam: float, *, method: ScanMethod = "auto"
+) -> tuple[jax.Array, jax.Array]:
+    """GAE advantages and value targets ``[E, T]`` (monoid paper App. D.1), one stream per environment.
+
+    ``values[E, T + 1]`` are the critic's values of the rollout's observations followed by
+    the one after it (:func:`~memgym.buffers.rollout.replay_inputs`).
+    """
+    gae = jax.vmap(lambda *a: generalized_advantage(*a, gamma, lam, method=method))
+    return gae(rollout.reward, values[:, :-1], next_values(rollout, values), rollout.terminated, rollout.truncated)
+
+
+def flat_advantages(
+    rollout: Rollout, values: jax.Array, gamma: float, lam: float, *, method: ScanMethod = "auto"
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`advantages` computed as one scan over the flattened tape ``[E·T]``.
+
+    Each stream's last step is an extra cut for the reverse scan (the reset flag of
+    Thm. 3.4): there the advantage does not continue into the next stream, and the
+    TD error bootstraps from ``V(s_T)`` as for a time-limit truncation.
+    """
+    num_envs, length = rollout.shape
+    _, stream_end = stream_flags(num_envs, length)
+    truncated = flatten(rollout.truncated) | (stream_end & ~flatten(rollout.terminated))
+    return generalized_advantage(
+        flatten(rollout.reward),
+        flatten(values[:, :-1]),
+        flatten(next_values(rollout, values)),
+        flatten(rollout.terminated),
+        truncated,
+        gamma,
+        lam,
+        method=method,
+    )
 
 
 # --- plain loops, the ground truth the monoid versions are tested against ---------------------

@@ -1,0 +1,108 @@
+"""What a trainer needs to know about an environment: :class:`EnvSpec`, and how host loops store observations.
+
+A trainer builds its networks from an :class:`EnvSpec` — the size and dtype of a
+stored observation, the shape of the image inside it (or None) and the number of
+discrete actions — made either from a :class:`~memgym.envs.functional.FunctionalEnv`
+and its params (:meth:`EnvSpec.from_env`) or from the spaces of a Gymnasium
+environment (:meth:`EnvSpec.from_spaces`, through :class:`ObservationLayout`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class ObservationLayout:
+    """How a host loop stores observations of ``space``: one flat vector of ``size`` entries of ``dtype`` each.
+
+    * a 1-D ``Box`` is kept as it is, cast to float32;
+    * a ``Dict`` with an ``"image"`` part (``Box`` of ``uint8``, ``(H, W, C)``) and
+      other ``Box`` parts bounded in [0, 1] (e.g. Memory Maze's ``target_color``)
+      becomes a ``uint8`` vector: the image bytes, then the other parts in key
+      order, each scaled by 255 and rounded. One byte per entry keeps rollouts and
+      replay buffers of images small;
+      :class:`~memgym.agents.encoders.ObservationEncoder` (given
+      :attr:`image_shape`) turns it back into an image and a vector.
+    """
+
+    def __init__(self, space: gym.Space):
+        if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+            self.size, self.dtype, self.image_shape, self.keys = int(space.shape[0]), np.dtype(np.float32), None, None
+            return
+        if not isinstance(space, gym.spaces.Dict) or "image" not in space.spaces:
+            raise ValueError(
+                f"host loops need a flat Box observation space or a Dict with an 'image' part, got {space}"
+            )
+        image = space["image"]
+        if not isinstance(image, gym.spaces.Box) or image.dtype != np.uint8 or len(image.shape) != 3:
+            raise ValueError(f"observation part 'image' must be a uint8 Box of shape (H, W, C), got {image}")
+        others = sorted(k for k in space.spaces if k != "image")
+        for key in others:
+            part = space[key]
+            if (not isinstance(part, gym.spaces.Box) or not np.all(part.low >= 0.0)
+                    or not np.all(part.high <= 1.0)):
+                raise ValueError(f"observation part {key!r} must be a Box bounded in [0, 1] to be stored as bytes, "
+                                 f"got {part}")
+        self.image_shape = tuple(int(n) for n in image.shape)
+        self.keys = ("image", *others)
+        self.dtype = np.dtype(np.uint8)
+        self.size = int(np.prod(self.image_shape)) + sum(int(np.prod(space[k].shape)) for k in others)
+
+    def flatten(self, obs: Any) -> np.ndarray:
+        """A batch of observations (``[N, ...]`` arrays, a dict of them for ``Dict``) -> ``[N, size]``."""
+        if self.keys is None:
+            return np.asarray(obs, np.float32)
+        n = len(obs["image"])
+        parts = [np.asarray(obs["image"], np.uint8).reshape(n, -1)]
+        parts += [np.rint(np.asarray(obs[k], np.float64).reshape(n, -1) * 255.0).astype(np.uint8)
+                  for k in self.keys[1:]]
+        return np.concatenate(parts, axis=1)
+
+    def flatten_one(self, obs: Any) -> np.ndarray:
+        """One observation -> ``[size]``."""
+        if self.keys is None:
+            return np.asarray(obs, np.float32)
+        return self.flatten({k: np.asarray(obs[k])[None] for k in self.keys})[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """The environment as a trainer sees it.
+
+    Attributes:
+        obs_size: entries of one (flat) stored observation.
+        obs_dtype: their dtype.
+        num_actions: size of the discrete action space.
+        image_shape: ``(H, W, C)`` of the image stored first in each observation
+            (an image encoder goes in front of the memory), or None.
+    """
+
+    obs_size: int
+    obs_dtype: np.dtype
+    num_actions: int
+    image_shape: tuple[int, int, int] | None = None
+
+    @classmethod
+    def from_env(cls, env: Any, params: Any = None) -> EnvSpec:
+        """The spec of a :class:`~memgym.envs.functional.FunctionalEnv` (``params``: its default params if None)."""
+        params = env.default_params() if params is None else params
+        space = env.observation_space(params)
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(f"trainers need a flat Box observation space, got {space}")
+        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(env.action_space(params)))
+
+    @classmethod
+    def from_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> EnvSpec:
+        """The spec of a Gymnasium environment, its observations stored by :class:`ObservationLayout`."""
+        layout = ObservationLayout(observation_space)
+        return cls(layout.size, layout.dtype, _num_actions(action_space), layout.image_shape)
+
+
+def _num_actions(space: gym.Space) -> int:
+    if not isinstance(space, gym.spaces.Discrete):
+        raise ValueError(f"trainers need a Discrete action space, got {space}")
+    return int(space.n)

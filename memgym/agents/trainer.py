@@ -1,0 +1,304 @@
+"""The trainer protocol and the base every algorithm builds on: init/run/train, the carry and the collector.
+
+A **trainer** (:class:`Trainer`) turns a config and an environment into pure
+functions of a :class:`TrainState`:
+
+* ``init(key, env_params) -> state`` — fresh parameters, environments and memory carries;
+* ``run(state, env_params, num_updates) -> (state, metrics)`` — ``num_updates``
+  updates in a ``lax.scan``, metrics stacked ``[num_updates]``;
+* ``train(key, env_params) -> (state, metrics)`` — ``init`` then ``run`` for the
+  whole budget, ``config.num_updates`` updates.
+
+All three are pure, so ``jax.jit(jax.vmap(trainer.train))`` trains many seeds and
+environment params (e.g. T-Maze corridor lengths, a traced field) in one compiled
+call, and ``jax.jit(trainer.run, static_argnums=2)`` continues a run in chunks.
+For evaluation and the leaderboard a trainer also acts one stream at a time
+(``initialize_carry()``, ``act(params, carry, obs, begin, key)``).
+
+:class:`BaseTrainer` implements all of that once. An algorithm subclasses it and
+writes only
+
+* its networks and optimiser (in ``__init__``, from ``self.spec``),
+* :meth:`~BaseTrainer.init_learner` — what its learning step carries besides the parameters,
+* :meth:`~BaseTrainer.policy_step` — how it acts from ``(acting, carry, obs, begin, keys)``
+  for a batch of environments, returning the action, the next carry and the record
+  fields it needs stored (A2C: ``value``, ``log_prob``),
+* :meth:`~BaseTrainer.learn` — its learning step on the collected :class:`Trajectory`,
+
+and, optionally, :meth:`~BaseTrainer.acting` (what the policy acts with during an
+update; DQN adds ε) and :meth:`~BaseTrainer.bootstrap` (record fields computed from
+the observation a time limit cut an episode at; A2C's ``final_value``).
+
+**Collectors.** Experience is collected in exactly two places, both producing
+the same per-step record — ``obs``, ``begin``, ``action``, ``reward``,
+``terminated``, ``truncated``, ``next_obs`` (the true next observation, also where
+the episode ended) plus the algorithm's fields — as ``[E, T]`` arrays in a
+:class:`Trajectory`:
+
+* :meth:`BaseTrainer.collect`, a ``lax.scan`` over steps of a functional
+  environment wrapped in :class:`~memgym.envs.functional.EpisodeStatistics`, which
+  the trainer counts episodes with;
+* :class:`memgym.agents.host.HostLoop`, the same steps on a Gymnasium vector env on the host.
+
+Both draw each step's random keys with :meth:`BaseTrainer.step_keys` and act with
+the same jitted policy step, so for the same seed and the same environment
+outcomes they record the same actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from memgym.agents.config import resolve_memory
+from memgym.agents.metrics import episode_sums
+from memgym.agents.spec import EnvSpec
+from memgym.envs.functional import EpisodeStatistics, FunctionalEnv
+
+PyTree = Any
+
+#: Fields every per-step record has (``[E, T, ...]`` in a :class:`Trajectory`).
+RECORD_FIELDS = ("obs", "begin", "action", "reward", "terminated", "truncated", "next_obs")
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a run carries from one update to the next (environment leaves are ``[E, ...]``).
+
+    Attributes:
+        params: parameters of the network the policy acts with.
+        learner: what the algorithm's learning step carries besides them (A2C/PPO:
+            the optimiser state; DQN: target parameters, optimiser state, replays).
+        wrapped_env_state: state of the stepped environment,
+            :class:`~memgym.envs.functional.EpisodeStatisticsState` around the state of
+            the environment the trainer was given; None in a host loop (the vector env
+            holds its state).
+        obs, begin: the observation each environment acts on next, and whether it
+            is an episode's first.
+        carry: each environment's memory carry before ``obs``.
+        key: PRNG key of the run.
+        update: updates done.
+    """
+
+    params: PyTree
+    learner: PyTree
+    wrapped_env_state: PyTree
+    obs: jax.Array
+    begin: jax.Array
+    carry: PyTree
+    key: jax.Array
+    update: jax.Array
+
+    @property
+    def env_state(self) -> PyTree:
+        """The state of the environment the trainer was given (inside the episode statistics), or None."""
+        return None if self.wrapped_env_state is None else self.wrapped_env_state.inner
+
+
+@struct.dataclass
+class Trajectory:
+    """What a collector hands the learning step.
+
+    Attributes:
+        steps: per-step records, ``[E, T, ...]`` (:data:`RECORD_FIELDS` plus the algorithm's).
+        carry: each environment's memory carry before ``steps["obs"][:, 0]`` (leaves ``[E, ...]``).
+
+    The observation after the last step is the state's ``obs``/``begin`` after collection.
+    """
+
+    steps: dict[str, jax.Array]
+    carry: PyTree
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """What every trainer offers (see the module docstring); :class:`BaseTrainer` implements it."""
+
+    config: Any
+    spec: EnvSpec
+
+    def init(self, key: jax.Array, env_params: Any) -> TrainState: ...
+
+    def run(self, state: TrainState, env_params: Any, num_updates: int) -> tuple[TrainState, dict[str, jax.Array]]: ...
+
+    def train(self, key: jax.Array, env_params: Any) -> tuple[TrainState, dict[str, jax.Array]]: ...
+
+    def initialize_carry(self) -> PyTree: ...
+
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array): ...
+
+
+def broadcast(tree: PyTree, n: int) -> PyTree:
+    """``n`` copies of every leaf of ``tree`` along a new leading axis."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)
+
+
+class BaseTrainer:
+    """Init/run/train, the memory carries and the functional collector, for any algorithm (module docstring).
+
+    Args:
+        config: the algorithm's config (``num_envs``, ``steps_per_update``, ``num_updates``,
+            ``memory``, ``memory_config`` are read here).
+        env: a :class:`~memgym.envs.functional.FunctionalEnv` to train on (it is wrapped in
+            :class:`~memgym.envs.functional.EpisodeStatistics`), or only an
+            :class:`~memgym.agents.spec.EnvSpec` for a trainer driven by a host loop.
+        example_params: params of ``env`` to read its spaces from (default: its default
+            params); the trainer is not bound to them.
+
+    Subclasses set ``self.network`` (a flax module with ``initialize_carry()`` and
+    ``apply(params, obs[T, O], begin[T], carry)``) in ``__init__``.
+    """
+
+    #: PRNG keys :meth:`policy_step` draws per step.
+    action_keys: int = 1
+
+    def __init__(self, config: Any, env: FunctionalEnv | EnvSpec, example_params: Any | None = None):
+        self.config = config
+        if isinstance(env, EnvSpec):
+            self.env, self.spec = None, env
+        else:
+            self.env = EpisodeStatistics(env)
+            self.spec = EnvSpec.from_env(env, example_params)
+        self.memory_name, self.memory_config = resolve_memory(config.memory, config.memory_config)
+        self.network: Any = None
+
+    # --- what an algorithm writes ---------------------------------------------------------------
+
+    def init_learner(self, params: PyTree) -> PyTree:
+        """The learning state of a fresh run with network parameters ``params``."""
+        raise NotImplementedError
+
+    def acting(self, state: TrainState) -> tuple[PyTree, dict[str, jax.Array]]:
+        """What :meth:`policy_step` acts with during the next update, and metrics describing it."""
+        return state.params, {}
+
+    def policy_step(self, acting: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array,
+                    keys: list[jax.Array]) -> tuple[jax.Array, PyTree, dict[str, jax.Array]]:
+        """Act in every environment (``carry``, ``obs``, ``begin`` are ``[E, ...]``) with :attr:`action_keys` keys.
+
+        Returns ``(action[E], next carry, record fields [E, ...] to store for learning)``.
+        """
+        raise NotImplementedError
+
+    def bootstrap(self, acting: PyTree, carry: PyTree, obs: jax.Array) -> dict[str, jax.Array]:
+        """Record fields ``[E]`` from the observation each episode stopped at, given the carry after acting.
+
+        They are kept where a time limit truncated the episode and zero on every other
+        step (a host loop calls this only when some episode was truncated). Default: none.
+        """
+        return {}
+
+    def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
+        """The learning step on a collected trajectory (``state.update`` already counts this update)."""
+        raise NotImplementedError
+
+    # --- the network ------------------------------------------------------------------------------
+
+    def initialize_carry(self) -> PyTree:
+        """The memory carry of one stream before its first observation."""
+        return self.network.initialize_carry()
+
+    def init_params(self, key: jax.Array) -> PyTree:
+        obs = jnp.zeros((1, self.spec.obs_size), self.spec.obs_dtype)
+        return self.network.init(key, obs, jnp.ones(1, bool), self.initialize_carry())
+
+    # --- a run ------------------------------------------------------------------------------------
+
+    def env_steps(self, update: jax.Array) -> jax.Array:
+        """Environment steps (over all environments) after ``update`` updates."""
+        return update * self.config.env_steps_per_update
+
+    def init(self, key: jax.Array, env_params: Any) -> TrainState:
+        """A fresh run: parameters, learning state, ``num_envs`` reset environments, fresh carries."""
+        reset = jax.vmap(self._functional_env().reset, in_axes=(0, None))
+        key, key_params, key_reset = jax.random.split(key, 3)
+        obs, env_state = reset(jax.random.split(key_reset, self.config.num_envs), env_params)
+        return self.start(key, key_params, obs, env_state)
+
+    def start(self, key: jax.Array, key_params: jax.Array, obs: jax.Array, env_state: PyTree = None) -> TrainState:
+        """The state of a fresh run whose environments were reset to ``obs`` (and ``env_state``)."""
+        params = self.init_params(key_params)
+        num_envs = self.config.num_envs
+        return TrainState(
+            params=params,
+            learner=self.init_learner(params),
+            wrapped_env_state=env_state,
+            obs=obs,
+            begin=jnp.ones(num_envs, bool),
+            carry=broadcast(self.initialize_carry(), num_envs),
+            key=key,
+            update=jnp.zeros((), jnp.int32),
+        )
+
+    def step_keys(self, key: jax.Array) -> tuple[jax.Array, list[jax.Array], jax.Array]:
+        """One step's keys: ``(next run key, policy keys, environment key)``."""
+        key, *policy_keys, key_env = jax.random.split(key, 2 + self.action_keys)
+        return key, policy_keys, key_env
+
+    def collect(self, state: TrainState, env_params: Any,
+                acting: PyTree) -> tuple[TrainState, Trajectory, dict[str, jax.Array]]:
+        """``config.steps_per_update`` steps of every environment (a ``lax.scan``): the functional collector.
+
+        Returns the state after them, the :class:`Trajectory` and the summed statistics
+        of the episodes that finished (:func:`~memgym.agents.metrics.episode_sums`).
+        """
+        num_envs = self.config.num_envs
+        step = jax.vmap(self._functional_env().step, in_axes=(0, 0, 0, None))
+
+        def one_step(runner, _):
+            env_state, obs, begin, carry, key = runner
+            key, policy_keys, key_env = self.step_keys(key)
+            action, next_carry, fields = self.policy_step(acting, carry, obs, begin, policy_keys)
+            next_obs, env_state, reward, terminated, truncated, info = step(
+                jax.random.split(key_env, num_envs), env_state, action, env_params
+            )
+            cut = truncated & ~terminated
+            fields.update({k: jnp.where(cut, v, 0.0) for k, v in self.bootstrap(acting, next_carry,
+                                                                                info["final_obs"]).items()})
+            record = dict(obs=obs, begin=begin, action=action, reward=reward, terminated=terminated,
+                          truncated=truncated, next_obs=info["final_obs"], **fields)
+            return (env_state, next_obs, terminated | truncated, next_carry, key), (record, episode_sums(info))
+
+        start = (state.wrapped_env_state, state.obs, state.begin, state.carry, state.key)
+        (env_state, obs, begin, carry, key), (steps, stats) = jax.lax.scan(
+            one_step, start, None, self.config.steps_per_update
+        )
+        steps = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), steps)  # [T, E] -> [E, T]
+        trajectory = Trajectory(steps=steps, carry=state.carry)
+        state = state.replace(wrapped_env_state=env_state, obs=obs, begin=begin, carry=carry, key=key)
+        return state, trajectory, jax.tree.map(jnp.sum, stats)
+
+    def learn_update(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Count the update and run :meth:`learn`; its metrics plus ``env_steps`` (the host loop calls this too)."""
+        state = state.replace(update=state.update + 1)
+        state, metrics = self.learn(state, trajectory)
+        return state, dict(metrics, env_steps=self.env_steps(state.update))
+
+    def update(self, state: TrainState, env_params: Any) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Collect ``steps_per_update`` steps per environment, then learn; this update's metrics."""
+        acting, acting_metrics = self.acting(state)
+        state, trajectory, stats = self.collect(state, env_params, acting)
+        state, metrics = self.learn_update(state, trajectory)
+        return state, dict(stats, **acting_metrics, **metrics)
+
+    def run(self, state: TrainState, env_params: Any, num_updates: int) -> tuple[TrainState, dict[str, jax.Array]]:
+        """``num_updates`` updates (a ``lax.scan``); metrics stacked ``[num_updates]``.
+
+        Pure: jit it with ``num_updates`` static (``jax.jit(trainer.run, static_argnums=2)``).
+        """
+        return jax.lax.scan(lambda s, _: self.update(s, env_params), state, None, num_updates)
+
+    def train(self, key: jax.Array, env_params: Any) -> tuple[TrainState, dict[str, jax.Array]]:
+        """The whole run, ``config.num_updates`` updates: pure, so it jits and vmaps."""
+        return self.run(self.init(key, env_params), env_params, self.config.num_updates)
+
+    def _functional_env(self) -> FunctionalEnv:
+        if self.env is None:
+            raise ValueError(
+                f"this {type(self).__name__} was built from an EnvSpec, without an environment to step: "
+                "train it with memgym.agents.host.HostLoop, or build it from a FunctionalEnv"
+            )
+        return self.env

@@ -1,0 +1,71 @@
+"""One registry from config type to trainer; trainers read spaces from an EnvSpec; one protocol."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import memgym  # noqa: F401  (registers the environments)
+import memgym.agents
+from memgym.agents.actor_critic import ActorCriticTrainer
+from memgym.agents.config import AGENTS, ActorCriticConfig, DQNConfig
+from memgym.agents.dqn import DQNTrainer
+from memgym.agents.registry import TRAINERS, make_trainer
+from memgym.agents.spec import EnvSpec
+from memgym.agents.trainer import BaseTrainer, Trainer
+from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+SMALL = dict(memory="tiny-gru", num_envs=2)
+
+
+def test_each_config_type_maps_to_its_trainer():
+    assert TRAINERS == {ActorCriticConfig: ActorCriticTrainer, DQNConfig: DQNTrainer}
+    assert memgym.agents.TRAINERS is TRAINERS and memgym.agents.make_trainer is make_trainer
+    for config, cls in ((ActorCriticConfig(**SMALL), ActorCriticTrainer),
+                        (ActorCriticConfig(algorithm="ppo", num_minibatches=2, **SMALL), ActorCriticTrainer),
+                        (DQNConfig(batch_size=100, **SMALL), DQNTrainer)):
+        trainer = make_trainer(config, TMazeJax(), tmaze_params(5))
+        assert type(trainer) is cls and trainer.config is config
+        assert isinstance(trainer, BaseTrainer) and isinstance(trainer, Trainer)
+    # every command-line agent name has a trainer
+    assert all(cls in TRAINERS for cls, _ in AGENTS.values())
+
+
+def test_unknown_config_is_a_clear_type_error():
+    @dataclasses.dataclass(frozen=True)
+    class SACConfig:
+        memory: str = "gru"
+
+    with pytest.raises(TypeError, match="SACConfig.*ActorCriticConfig, DQNConfig"):
+        make_trainer(SACConfig(), TMazeJax())
+
+
+def test_spec_from_a_functional_env_and_from_gymnasium_spaces():
+    from_env = EnvSpec.from_env(TMazeJax(), tmaze_params(7))
+    env = gym.make("memgym/TMaze-v0", corridor_length=7)
+    from_spaces = EnvSpec.from_spaces(env.observation_space, env.action_space)
+    assert from_env == from_spaces == EnvSpec(16, np.dtype(np.float32), 4, None)
+    image = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+                             "target": gym.spaces.Box(0.0, 1.0, (3,), np.float32)})
+    assert EnvSpec.from_spaces(image, gym.spaces.Discrete(6)) == EnvSpec(8 * 8 * 3 + 3, np.dtype(np.uint8), 6, (8, 8, 3))
+    with pytest.raises(ValueError, match="Discrete action space"):
+        EnvSpec.from_spaces(env.observation_space, gym.spaces.Box(0, 1, (2,)))
+
+
+def test_a_trainer_built_from_a_spec_has_no_env_to_step():
+    trainer = make_trainer(ActorCriticConfig(**SMALL), EnvSpec(16, np.dtype(np.float32), 4))
+    assert trainer.spec.num_actions == 4
+    with pytest.raises(ValueError, match="HostLoop"):
+        trainer.init(None, tmaze_params(3))
+
+
+def test_steps_per_update_means_steps_per_environment_in_every_config():
+    a2c = ActorCriticConfig(num_envs=4, rollout_length=32, total_steps=4 * 32 * 10, memory="tiny-gru")
+    dqn = DQNConfig(num_envs=4, steps_per_update=32, total_steps=4 * 32 * 10, batch_size=100 * 4, memory="tiny-gru")
+    for config in (a2c, dqn):
+        assert config.steps_per_update == 32
+        assert config.env_steps_per_update == 4 * 32
+        assert config.num_updates == 10
