@@ -143,12 +143,12 @@ class Track:
         sweep, score: see :class:`Sweep`, :class:`Score`.
         make_env: ``make_env(value, max_episode_steps)`` -> the Gymnasium env of one cell (the
             any-framework tier's vector env holds copies; its spaces are the agents' spaces).
-        check_value: ``check_value(value, max_episode_steps)`` raises ``ValueError`` for a cell
-            the environment cannot have.
         presets: the named budgets; ``default_preset`` is the one ``run`` uses when none is named.
         legend: the board's explanation of its columns.
         results_dir, report_dir: default directories of the results store and of ``report``.
         check_cell: ``(value, max_episode_steps)`` of the small cell ``memgym leaderboard check`` uses.
+        check_value: ``check_value(value, max_episode_steps)`` raises ``ValueError`` for a cell
+            the environment cannot have (beyond ``sweep.choices``), or None.
         jax_env: ``jax_env()`` -> the functional JAX env (the JAX tier trains on it), or None: the
             track accepts any-framework agents only. Its ``info`` must carry a boolean ``score.key``.
         jax_params: ``jax_params(values, max_episode_steps)`` -> the functional env's params of a
@@ -160,13 +160,13 @@ class Track:
     sweep: Sweep
     score: Score
     make_env: Callable[[Any, int | None], Any]
-    check_value: Callable[[Any, int | None], None]
     presets: Mapping[str, Preset]
     default_preset: str
     legend: str
     results_dir: str
     report_dir: str
     check_cell: tuple[Any, int | None]
+    check_value: Callable[[Any, int | None], None] | None = None
     jax_env: Callable[[], Any] | None = None
     jax_params: Callable[[Sequence[Any], int | None], Any] | None = None
 
@@ -198,7 +198,8 @@ class Track:
             if self.sweep.choices is not None and value not in self.sweep.choices:
                 raise ValueError(f"{self.sweep.name} must be one of {', '.join(map(str, self.sweep.choices))}, "
                                  f"got {value!r}")
-            self.check_value(value, budget.max_episode_steps)
+            if self.check_value is not None:
+                self.check_value(value, budget.max_episode_steps)
         if self.jax_env is not None and budget.max_episode_steps is None:
             raise ValueError(f"track {self.name!r}: preset {budget.name!r} needs max_episode_steps (the JAX tier's "
                              f"evaluation runs that many steps)")

@@ -89,10 +89,6 @@ def _repeat_previous_env(difficulty: str, max_episode_steps: int | None):
     return popgym.make(f"RepeatPrevious{difficulty}", **limit)
 
 
-def _any_difficulty(difficulty: str, max_episode_steps: int | None) -> None:
-    """Every difficulty in ``DIFFICULTIES`` is a valid env (the sweep's choices are checked before)."""
-
-
 POPGYM_REPEAT_PREVIOUS = Track(
     name="popgym-repeat-previous",
     title="POPGym RepeatPrevious",
@@ -100,7 +96,6 @@ POPGYM_REPEAT_PREVIOUS = Track(
     score=Score(key="normalized_return", name="normalized_return", total="normalized_return_sum",
                 label="normalized return", counted=False, bounds=(-1.0, 1.0), chance=-0.5),
     make_env=_repeat_previous_env,
-    check_value=_any_difficulty,
     check_cell=("Easy", None),
     presets=_presets(
         Preset("smoke", DIFFICULTIES, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
