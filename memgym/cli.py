@@ -421,13 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train an agent on T-Maze or any Gymnasium env (progress, CSV log, "
                                          "checkpoints, curve)")
-    try:
-        from memgym.agents.config import AGENTS
+    from memgym.agents.config import AGENTS  # plain dataclasses: no JAX needed to build the parser
 
-        agents = list(AGENTS)
-    except ImportError:  # environments-only install: `memgym train` needs the [agents] extra
-        agents = ["a2c", "ppo", "dqn"]
-    train.add_argument("--agent", choices=agents, default="a2c", help="the algorithm (its config's fields are flags)")
+    train.add_argument("--agent", choices=list(AGENTS), default="a2c",
+                       help="the algorithm (the fields of its config are the flags below)")
     train.add_argument("--memory", default="arelit", help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model")
     train.add_argument("--env", default="memgym/TMaze-v0",
                        help="memgym/TMaze-v0 (jitted, all seeds at once) or any registered Gymnasium env with "
@@ -438,10 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
     train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    try:
-        _add_config_flags(train)
-    except ImportError:  # environments-only install: `memgym train` needs the [agents] extra
-        pass
+    _add_config_flags(train)
     train.set_defaults(func=cmd_train)
 
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
