@@ -18,7 +18,8 @@ For evaluation and the leaderboard a trainer also acts one stream at a time
 :class:`BaseTrainer` implements all of that once. An algorithm subclasses it and
 writes only
 
-* its networks and optimiser (in ``__init__``, from ``self.spec``),
+* its networks and optimiser (in ``__init__``, from ``self.spec``) and its
+  evaluation policy :meth:`~BaseTrainer.act`,
 * :meth:`~BaseTrainer.init_learner` — what its learning step carries besides the parameters,
 * :meth:`~BaseTrainer.policy_step` — how it acts from ``(acting, carry, obs, begin, keys)``
   for a batch of environments, returning the action, the next carry and the record
@@ -143,7 +144,8 @@ class BaseTrainer:
         config: the algorithm's config (``num_envs``, ``steps_per_update``, ``num_updates``,
             ``memory``, ``memory_config`` are read here).
         env: a :class:`~memgym.envs.functional.FunctionalEnv` to train on (it is wrapped in
-            :class:`~memgym.envs.functional.EpisodeStatistics`), or only an
+            :class:`~memgym.envs.functional.EpisodeStatistics`, once: an env that is one
+            already is not wrapped again), or only an
             :class:`~memgym.agents.spec.EnvSpec` for a trainer driven by a host loop.
         example_params: params of ``env`` to read its spaces from (default: its default
             params); the trainer is not bound to them.
@@ -193,6 +195,10 @@ class BaseTrainer:
 
     def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
         """The learning step on a collected trajectory (``state.update`` already counts this update)."""
+        raise NotImplementedError
+
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array):
+        """The evaluation policy of one stream, one step: ``(action, carry)`` (vmap for a batch)."""
         raise NotImplementedError
 
     # --- the network ------------------------------------------------------------------------------

@@ -69,3 +69,43 @@ def test_steps_per_update_means_steps_per_environment_in_every_config():
         assert config.steps_per_update == 32
         assert config.env_steps_per_update == 4 * 32
         assert config.num_updates == 10
+
+
+def test_a_new_algorithm_writes_only_its_policy_and_learning_steps():
+    """A uniformly random policy that counts what it learns from: it trains functionally and in a host loop."""
+    import jax
+    import jax.numpy as jnp
+
+    from memgym.agents.host import HostLoop
+    from memgym.agents.networks import ActorCritic, frozen_config
+
+    class RandomTrainer(BaseTrainer):
+        def __init__(self, config, env, example_params=None):
+            super().__init__(config, env, example_params)
+            self.network = ActorCritic(self.memory_name, frozen_config(self.memory_config), self.spec.num_actions)
+
+        def init_learner(self, params):
+            return jnp.zeros((), jnp.int32)  # transitions seen
+
+        def policy_step(self, params, carry, obs, begin, keys):
+            action = jax.random.randint(keys[0], obs.shape[:1], 0, self.spec.num_actions)
+            return action, carry, {}
+
+        def learn(self, state, trajectory):
+            seen = state.learner + trajectory.steps["reward"].size
+            return state.replace(learner=seen), dict(seen=seen)
+
+        def act(self, params, carry, obs, begin, key):
+            return jax.random.randint(key, (), 0, self.spec.num_actions), carry
+
+    config = ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=2 * 8 * 3)
+    trainer = RandomTrainer(config, TMazeJax(), tmaze_params(3))
+    state, metrics = jax.jit(trainer.train)(jax.random.key(0), tmaze_params(3, max_episode_steps=4))
+    assert int(state.learner) == config.total_steps
+    np.testing.assert_array_equal(metrics["env_steps"], [16, 32, 48])
+    assert int(metrics["episodes"].sum()) >= 48 // 4
+    envs = gym.make_vec("memgym/TMaze-v0", num_envs=2, vectorization_mode="sync", corridor_length=3,
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    loop = HostLoop(trainer, envs)
+    assert [loop.update()["seen"] for _ in range(3)] == [16, 32, 48]
+    envs.close()
