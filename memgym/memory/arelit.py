@@ -163,11 +163,11 @@ class AReLiTAttention(ReLiTFeatures):
         v, k, beta, gamma, steps = inputs
         return arelit_elements(v, k, beta, gamma, steps, self.r)
 
-    def read(self, states: tuple[jax.Array, ...], q: jax.Array, weights: tuple = ()) -> jax.Array:
+    def read(self, states: tuple[jax.Array, ...], queries: jax.Array, weights: tuple = ()) -> jax.Array:
         """``a_t = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2r (s_t · q_t))`` ``[K, d_h]`` (Alg. 6 lines 16–18)."""
         _, _, v, k, s = states
-        numerator = jnp.einsum("tki,tk->ti", v, jnp.einsum("tkj,tj->tk", k, q))
-        return numerator / (2.0 * self.r * jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
+        numerator = jnp.einsum("tki,tk->ti", v, jnp.einsum("tkj,tj->tk", k, queries))
+        return numerator / (2.0 * self.r * jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
 
 class AReLiTTransformer(MonoidAttentionTransformer):

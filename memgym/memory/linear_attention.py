@@ -61,11 +61,11 @@ class LinearAttention(MultiHeadMonoidAttention):
         v, k = inputs
         return v[..., :, None] * k[..., None, :], k
 
-    def read(self, states: tuple[jax.Array, jax.Array], q: jax.Array, weights: tuple = ()) -> jax.Array:
+    def read(self, states: tuple[jax.Array, jax.Array], queries: jax.Array, weights: tuple = ()) -> jax.Array:
         """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]``."""
         c, s = states
-        numerator = jnp.einsum("tij,tj->ti", c, q)
-        return numerator / (jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
+        numerator = jnp.einsum("tij,tj->ti", c, queries)
+        return numerator / (jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
 
 class LinearAttentionTransformer(MonoidAttentionTransformer):

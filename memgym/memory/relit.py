@@ -112,10 +112,10 @@ class ReLiTAttention(ReLiTFeatures):
         bv, gk = beta * v, gamma * k
         return 1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
 
-    def read(self, states: tuple[jax.Array, ...], q: jax.Array, weights: tuple = ()) -> jax.Array:
+    def read(self, states: tuple[jax.Array, ...], queries: jax.Array, weights: tuple = ()) -> jax.Array:
         """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]`` (Alg. 5)."""
         _, _, c, s = states
-        return jnp.einsum("tij,tj->ti", c, q) / (jnp.sum(s * q, axis=-1, keepdims=True) + EPSILON)
+        return jnp.einsum("tij,tj->ti", c, queries) / (jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
 
 class ReLiTTransformer(MonoidAttentionTransformer):
