@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from memgym.leaderboard.cells import (CURVE_POINTS, NUM_ENVS, CellFailure, Task, cell_record, describe_agent,
-                                      failure_reason)
+                                      describe_code, failure_reason)
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
 
@@ -40,11 +40,12 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> l
         seconds = (time.perf_counter() - started) / len(task.cells)
         return [cell_record(task, budget, cell, {"spec": task.spec}, seconds, reason=failure_reason(error))
                 for cell in task.cells]
+    code = describe_code(task.spec, factory)
     records = []
     for cell in task.cells:
         value, seed = cell
         cell_started = time.perf_counter()
-        agent_info: dict[str, Any] = {"spec": task.spec}
+        agent_info: dict[str, Any] = code
         try:
             agent = factory(task.track.context(num_envs=NUM_ENVS, seed=seed, total_steps=budget.total_steps,
                                                value=value))

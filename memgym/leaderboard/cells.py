@@ -10,17 +10,22 @@ the agent is turned into the failed record's reason by :func:`failure_reason`.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import hashlib
 import inspect
+import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from memgym.leaderboard.protocol import entry_points
 from memgym.leaderboard.store import provenance
 from memgym.leaderboard.track import Preset, Track
 
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
 NUM_ENVS = 8  # what a factory is told in a run; the any-framework tier's vector env has as many envs
 CURVE_POINTS = 20  # learning-curve bins per training run
 
@@ -38,32 +43,152 @@ class Task:
     """
 
     spec: str
-    kind: str  # "jax" | "any"
+    kind: str  # "jax" | "any" | "unknown" (the factory raised before its tier was known)
     cells: tuple[tuple[Any, int], ...]
     track: Track
+    version: int = 1  # the agent's version these cells are recorded as (a new one per change of code or config)
+    reason: str | None = None  # set: every cell fails with this reason without running (the factory raised)
+
+    @property
+    def label(self) -> str:
+        """The agent as the board names it: its spec, ``spec@v<n>`` from version 2 on."""
+        return version_label(self.spec, self.version)
 
     def describe(self) -> str:
         values = sorted({value for value, _ in self.cells}, key=self.track.sweep.index)
         seeds = sorted({seed for _, seed in self.cells})
-        return f"[{self.spec}] {self.track.sweep.columns(values)} seeds {seeds}"
+        return f"[{self.label}] {self.track.sweep.columns(values)} seeds {seeds}"
 
 
-def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
-    """Which code the agent is: its spec, package version, a hash of its module's source, its config."""
-    info: dict[str, Any] = {"spec": spec, "factory": f"{getattr(factory, '__module__', '?')}:"
-                                                     f"{getattr(factory, '__qualname__', '?')}"}
+def version_label(spec: str, version: int) -> str:
+    """``spec`` for an agent's first version, ``spec@v<n>`` for later ones."""
+    return spec if version == 1 else f"{spec}@v{version}"
+
+
+def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
+    """Which code an agent is: its spec, factory, installed package and the hash of its code (:func:`code_hash`)."""
+    module_name = getattr(factory, "__module__", None) or "?"
+    info: dict[str, Any] = {"spec": spec, "factory": f"{module_name}:{getattr(factory, '__qualname__', '?')}"}
     entry = entry_points().get(spec)
     if entry is not None and entry.dist is not None:
         info["package"] = f"{entry.dist.name} {entry.dist.version}"
-    module = sys.modules.get(getattr(factory, "__module__", ""), None)
-    try:
-        info["code_sha256"] = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
-    except (TypeError, OSError):
-        pass
+    modules = code_modules(module_name)
+    if modules:
+        info["code_sha256"] = code_hash(modules)
+        info["code_modules"] = modules
+    return info
+
+
+def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
+    """:func:`describe_code` plus the agent's ``config`` dataclass, when it has one."""
+    info = describe_code(spec, factory)
     config = getattr(agent, "config", None)
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         info["config"] = dataclasses.asdict(config)
     return info
+
+
+def code_hash(modules: dict[str, str]) -> str:
+    """One SHA-256 (hex) over the per-module hashes of :func:`code_modules`."""
+    text = "".join(f"{name}\0{digest}\n" for name, digest in sorted(modules.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def legacy_code_hash(module_name: str) -> str | None:
+    """What memgym 0.1's records stored as ``code_sha256``: 16 hex digits of the factory module's source."""
+    try:
+        return hashlib.sha256(inspect.getsource(sys.modules[module_name]).encode()).hexdigest()[:16]
+    except (KeyError, TypeError, OSError):
+        return None
+
+
+def code_modules(module_name: str) -> dict[str, str]:
+    """SHA-256 (hex) of the source of every module of the agent's own code, by module name.
+
+    The agent's code is the factory's module and, transitively, every module of
+    the same top-level package that it imports (``import``/``from … import``
+    statements anywhere in the source, function bodies included, relative ones
+    resolved) or names in a string (``"pkg.module:Class"``, the entries of a
+    registry that imports by name), together with the packages (``__init__``)
+    that Python runs on the way, as far as their source files exist. The set is read from the sources,
+    not from ``sys.modules``, so it does not depend on what else the process
+    imported before or imports later (a lazy import inside ``train`` counts from
+    the start). Modules imported by a name computed at run time are not followed.
+    """
+    top = module_name.split(".")[0]
+    roots = _package_roots(top)
+    if roots is None:
+        return {}
+    found: dict[str, str] = {}
+    pending = [module_name]
+    while pending:
+        name = pending.pop()
+        if name in found or not (name == top or name.startswith(top + ".")):
+            continue
+        path = _module_file(name, top, roots)
+        if path is None:
+            continue
+        digest, imports, is_package = _read_module(str(path), *_stamp(path))
+        found[name] = digest
+        package = name if is_package else name.rpartition(".")[0]
+        parts = name.split(".")
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages Python runs first
+        for level, target, names in imports:
+            if level:  # relative: from the module's package, ``level - 1`` packages up
+                base = package.split(".")
+                base = base[: len(base) - (level - 1)] if level > 1 else base
+                target = ".".join([*base, *([target] if target else [])])
+            pending.append(target)
+            pending += [f"{target}.{n}" for n in names]  # ``from pkg import module`` imports a module
+    return found
+
+
+def _package_roots(top: str) -> tuple[list[Path], bool] | None:
+    """The directories of the top-level package (or the file of a top-level module), from its imported module."""
+    module = sys.modules.get(top)
+    if module is None:
+        return None
+    if getattr(module, "__path__", None):
+        return [Path(p) for p in module.__path__], True
+    file = getattr(module, "__file__", None)
+    return ([Path(file)], False) if file else None
+
+
+def _module_file(name: str, top: str, roots: tuple[list[Path], bool]) -> Path | None:
+    paths, is_package = roots
+    if not is_package:
+        return paths[0] if name == top and paths[0].suffix == ".py" and paths[0].is_file() else None
+    rest = name.split(".")[1:]
+    for root in paths:
+        for candidate in (root.joinpath(*rest, "__init__.py"), root.joinpath(*rest).with_suffix(".py") if rest
+                          else None):
+            if candidate is not None and candidate.is_file():
+                return candidate
+    return None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_mtime_ns, status.st_size
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_module(path: str, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[int, str, tuple[str, ...]], ...], bool]:
+    """A source file's SHA-256 and its imports ``(level, module, names)``; cached per file version."""
+    source = Path(path).read_bytes()
+    imports: list[tuple[int, str, tuple[str, ...]]] = []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Import):
+            imports += [(0, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            imports.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.match(node.value):
+            imports.append((0, node.value.partition(":")[0], ()))  # "pkg.module:attr" of a registry
+    return hashlib.sha256(source).hexdigest(), tuple(imports), Path(path).name == "__init__.py"
 
 
 def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
@@ -73,6 +198,7 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
     track = task.track
     record: dict[str, Any] = {
         "agent": task.spec,
+        "version": task.version,
         "agent_info": agent,
         "tier": task.kind,
         track.sweep.name: cell[0],

@@ -5,8 +5,14 @@ grid): they train in one ``jax.jit(jax.vmap(train))`` call — the value is a
 traced field of the functional env's params, so one compilation per batch size
 serves every value — then play the evaluation episodes in one more. The harness
 reads the training counters from the ``ScoredEnv`` state ``train`` returns, and
-evaluates on fixed reset keys ``split(fold_in(key(EVALUATION_SEED), index),
-eval_episodes)`` (``index``: the value's integer, the corridor length).
+evaluates on fixed episode keys ``split(fold_in(key(EVALUATION_SEED), index),
+eval_episodes)`` (``index``: the value's integer, the corridor length): the
+resets and the environment's randomness are the same for every agent and seed.
+The policy's keys come from the cell — ``split(fold_in(fold_in(key(seed),
+index), EVALUATION_SEED), eval_episodes)``, one per episode, split per step — so
+a stochastic policy is evaluated with fresh randomness in every seed. An action
+outside the action space, in training (counted by the ``ScoredEnv``) or in
+evaluation, fails the cell.
 
 A compiled call cannot be pre-empted, so a task that took longer than
 ``cell_timeout`` per cell is recorded as failed when it returns.
@@ -21,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.cells import NUM_ENVS, Task, cell_record, describe_agent, failure_reason
+from memgym.leaderboard.cells import NUM_ENVS, Task, cell_record, describe_agent, describe_code, failure_reason
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
 
@@ -43,6 +49,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
 
     try:
         factory = load_factory(task.spec)
+        agent_info = describe_code(task.spec, factory)
         agent = factory(task.track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
         agent_info = describe_agent(task.spec, factory, agent)
         cells = (compiled or {}).get(task.spec)
@@ -84,13 +91,15 @@ class JaxCells:
         self.train = jax.jit(jax.vmap(lambda k, params: agent.train(k, env, params, budget.total_steps)))
         self.evaluate = jax.jit(
             jax.vmap(
-                lambda policy, params, keys: evaluate_jax(agent, policy, track.jax_env(), params, keys,
-                                                          budget.max_episode_steps, score_key=key),
+                lambda policy, params, keys, policy_keys: evaluate_jax(
+                    agent, policy, track.jax_env(), params, keys, budget.max_episode_steps, score_key=key,
+                    policy_keys=policy_keys),
             )
         )
 
     def batch(self, cells: Sequence[tuple[Any, int]]):
-        """Keys, scored params, evaluation params and keys of ``cells``, padded and sharded over local devices."""
+        """Keys, scored params, evaluation params, episode keys and policy keys of ``cells``, padded and sharded
+        over local devices."""
         import jax
         import jax.numpy as jnp
 
@@ -106,7 +115,9 @@ class JaxCells:
         )
         keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in padded])
         eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in padded])
-        batch = (keys, params, inner, eval_keys)
+        policy_keys = jnp.stack([evaluation_policy_keys(index(value), seed, budget.eval_episodes)
+                                 for value, seed in padded])
+        batch = (keys, params, inner, eval_keys, policy_keys)
         if len(devices) > 1:
             mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
             batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
@@ -123,10 +134,10 @@ class JaxCells:
 
         budget, score = self.budget, self.track.score
         num_actions = self.track.spaces()[1].n
-        keys, params, inner, eval_keys = self.batch(cells)
+        keys, params, inner, eval_keys, policy_keys = self.batch(cells)
         policy_params, env_state = self.train(keys, params)
-        evaluated = self.evaluate(policy_params, inner, eval_keys)
-        success, returns, lengths = (np.asarray(x) for x in evaluated)
+        evaluated = self.evaluate(policy_params, inner, eval_keys, policy_keys)
+        success, returns, lengths, invalid = (np.asarray(x) for x in evaluated)
         out: list[tuple[dict, dict] | str] = []
         for i in range(len(cells)):
             train = counters(jax.tree.map(lambda x: x[i], env_state), total=score.total)
@@ -136,6 +147,9 @@ class JaxCells:
                 out.append("the trained policy parameters contain NaN or infinite values")
             elif train["invalid_actions"]:
                 out.append(f"the agent emitted {train['invalid_actions']} invalid actions during training "
+                           f"(the action space is Discrete({num_actions}))")
+            elif invalid[i].sum():
+                out.append(f"the agent emitted {int(invalid[i].sum())} invalid actions during evaluation "
                            f"(the action space is Discrete({num_actions}))")
             else:
                 out.append((train, {
@@ -148,7 +162,15 @@ class JaxCells:
 
 
 def evaluation_keys(index: int, episodes: int):
-    """The evaluation reset keys of a swept value's integer (a corridor length), shared by every agent."""
+    """The evaluation episodes' keys of a swept value's integer (a corridor length), shared by every agent and seed."""
     import jax
 
     return jax.random.split(jax.random.fold_in(jax.random.key(EVALUATION_SEED), index), episodes)
+
+
+def evaluation_policy_keys(index: int, seed: int, episodes: int):
+    """The keys of the policy in the evaluation of cell ``(index, seed)``, one per episode."""
+    import jax
+
+    cell = jax.random.fold_in(jax.random.key(seed), index)  # the key train gets
+    return jax.random.split(jax.random.fold_in(cell, EVALUATION_SEED), episodes)

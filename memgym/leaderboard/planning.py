@@ -1,84 +1,158 @@
 """Plan a run: the :class:`~memgym.leaderboard.cells.Task` s that fill every cell not stored yet.
 
-Every agent is loaded and built first, so a bad submission (unimportable, of no
-known tier, of a tier the track does not run) raises ``ValueError`` before
-anything runs or is written. A cell already stored must have been produced with
-the same budget and the same agent config, or the run stops: each budget has
-its own results directory.
+Every agent is loaded first, so an unimportable submission, or a factory that
+returns something of no known tier or of a tier the track does not run, raises
+``ValueError`` before anything runs or is written. A factory that *raises* is the
+agent's fault like any other: every cell of that agent is recorded as failed
+with the reason, and the other agents run.
+
+**Versions.** The cells of one row of the board come from one version of the
+agent's code and config. A version is identified by the hash of the agent's code
+(:func:`~memgym.leaderboard.cells.describe_code`) and its config; the cells a
+run adds to a store count for the stored version with the same identity. When
+the agent changed since its cells were stored, the run stops with a message
+that offers the two ways on: a new results directory, or ``new_version=True``
+(``memgym leaderboard run --new-version``), which records the cells as the next
+version of the agent (``spec@v2`` on the board). A cell already stored must
+have the same budget (each budget has its own results directory).
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from memgym.leaderboard.cells import NUM_ENVS, Task, describe_agent, failure_reason
+from memgym.leaderboard.cells import NUM_ENVS, Task, describe_agent, describe_code, failure_reason, legacy_code_hash
+from memgym.leaderboard.cells import version_label
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.track import Preset, Track
 
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,
-         whole_grid: bool = False) -> list[Task]:
-    """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result in ``store``.
+         whole_grid: bool = False, new_version: bool = False, log=lambda line: None) -> list[Task]:
+    """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result of the agent's version.
 
     ``repeat`` plans finished cells again (their new results are stored as
-    repeats). A JAX-tier agent gets one task per value of the swept parameter, or
-    one for its whole grid with ``whole_grid`` (fewer, larger batches: what
-    several devices want); an any-framework agent one task per cell.
+    repeats). ``new_version`` records the cells of an agent whose code or config
+    changed since its cells were stored as its next version (without it such a
+    run raises ``ValueError``). A JAX-tier agent gets one task per value of the
+    swept parameter, or one for its whole grid with ``whole_grid`` (fewer, larger
+    batches: what several devices want); an any-framework agent one task per
+    cell; an agent whose factory raised one task whose cells all fail with the reason.
     """
     if not agents:
         raise ValueError("name at least one agent (--agent)")
-    kinds = {spec: _kind_and_config(spec, budget, track) for spec in agents}
+    inspected = {spec: _inspect(spec, budget, track) for spec in agents}
+    stored: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in track.records(store):
+        stored[record.get("agent")].append(record)
+    versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log) for spec in agents}
     tasks = []
     for spec in agents:
-        kind, config = kinds[spec]
+        (kind, identity, config, reason), version = inspected[spec], versions[spec]
         grid = []
         for value in budget.values:
             missing = [(value, seed) for seed in range(budget.seeds)
-                       if _missing(store, spec, config, track, budget, value, seed) or repeat]
-            if kind == "any":
-                tasks += [Task(spec, kind, (cell,), track) for cell in missing]
-            elif whole_grid:
+                       if _missing(store, spec, version, track, budget, value, seed) or repeat]
+            if reason is not None or whole_grid and kind == "jax":
                 grid += missing
+            elif kind == "any":
+                tasks += [Task(spec, kind, (cell,), track, version) for cell in missing]
             elif missing:
-                tasks.append(Task(spec, kind, tuple(missing), track))
+                tasks.append(Task(spec, kind, tuple(missing), track, version))
         if grid:
-            tasks.append(Task(spec, kind, tuple(grid), track))
+            tasks.append(Task(spec, kind, tuple(grid), track, version, reason))
     return tasks
 
 
-def _kind_and_config(spec: str, budget: Preset, track: Track) -> tuple[str, Any]:
-    """The agent's tier (one the track runs) and its config; ``ValueError`` for a bad submission."""
+def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, Any], Any, str | None]:
+    """``(tier, code identity, config, reason)`` of an agent; ``reason`` is set when its factory raised.
+
+    ``ValueError`` for a submission that cannot take part: unimportable, of no known tier or of a
+    tier the track does not run.
+    """
     factory = load_factory(spec)
+    identity = describe_code(spec, factory)
     try:
         agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
-    except Exception as error:  # noqa: BLE001
-        raise ValueError(f"agent {spec!r}: its factory raised {failure_reason(error)}") from error
+    except Exception as error:  # noqa: BLE001 - the agent's fault: its cells fail with the reason
+        return "unknown", identity, None, f"the factory raised {failure_reason(error)}"
     try:
         kind, config = tier(agent), describe_agent(spec, factory, agent).get("config")
     except TypeError as error:
         raise ValueError(f"agent {spec!r}: the factory returned {type(agent).__name__}, which {error}") from None
     track.accept(kind, spec)
-    return kind, config
+    return kind, identity, json.loads(json.dumps(config)), None
 
 
-def _missing(store: ResultsStore, spec: str, config: Any, track: Track, budget: Preset, value: Any,
+def _version(spec: str, identity: dict[str, Any], config: Any, reason: str | None, records: list[dict[str, Any]],
+             new_version: bool, store: ResultsStore, log) -> int:
+    """The version of ``spec`` this run's cells count for; ``ValueError`` when the agent changed."""
+    by_version: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_version[int(record.get("version", 1))].append(record)
+    if not by_version:
+        return 1
+    differences = {v: _differences(identity, config, kept, config_known=reason is None)
+                   for v, kept in by_version.items()}
+    same = [v for v, why in differences.items() if not why]
+    if same:
+        return max(same)
+    latest = max(by_version)
+    if new_version:
+        log(f"[{spec}] its code or config changed since version {latest}: recording its cells as version "
+            f"{latest + 1} ({version_label(spec, latest + 1)})")
+        return latest + 1
+    raise ValueError(
+        f"agent {spec!r}: {differences[latest]} since its cells in {store.root} were stored as version {latest}, "
+        f"so new cells would mix two versions of the agent in one row of the board. Either run into a new "
+        f"results directory (--results), or pass --new-version to record them as version {latest + 1} of the "
+        f"agent (shown as {version_label(spec, latest + 1)!r})"
+    )
+
+
+def _differences(identity: dict[str, Any], config: Any, records: list[dict[str, Any]], config_known: bool) -> str:
+    """What differs between the agent now and the stored records of one version ("" when nothing).
+
+    The code hash is compared with every record that has one; the config with the ``ok`` records
+    (a failed record may come from a factory that raised) unless the factory raised now.
+    """
+    now = identity.get("code_sha256")
+    for record in records:
+        info = record.get("agent_info") or {}
+        kept = info.get("code_sha256")
+        if kept is None or now is None:
+            continue
+        if len(kept) < 64:  # memgym 0.1 records: 16 hex digits of the factory module's source
+            if kept != legacy_code_hash(identity["factory"].partition(":")[0]):
+                return f"its code changed (code sha256 {kept} -> {now[:16]})"
+        elif kept != now:
+            changed = sorted(name for name in {*info.get("code_modules", {}), *identity.get("code_modules", {})}
+                             if info.get("code_modules", {}).get(name) != identity.get("code_modules", {}).get(name))
+            return (f"its code changed (code sha256 {kept[:16]}… -> {now[:16]}…; modules changed: "
+                    f"{', '.join(changed) or '?'})")
+    if config_known:
+        for record in records:
+            if record.get("status") == "ok" and (record.get("agent_info") or {}).get("config") != config:
+                return "its config changed"
+    return ""
+
+
+def _missing(store: ResultsStore, spec: str, version: int, track: Track, budget: Preset, value: Any,
              seed: int) -> bool:
-    """Whether the cell has no ``ok`` result; ``ValueError`` if its result has another budget or config."""
-    done = store.finished(agent_id(spec), value, seed)
-    if done is None:
-        return True
-    kept, wanted = done["preset"], track.budget_record(budget)
-    if kept != wanted | {track.sweep.plural: kept.get(track.sweep.plural)}:  # adding values to a grid is allowed
-        raise ValueError(
-            f"{done['path']} was produced with a different budget ({kept}); use another "
-            f"--results directory for this budget ({wanted})"
-        )
-    if done.get("agent_info", {}).get("config") != json.loads(json.dumps(config)):
-        raise ValueError(
-            f"{done['path']} was produced by {spec!r} with a different config; use another "
-            f"--results directory (or agent name) for this configuration"
-        )
-    return False
+    """Whether the cell has no ``ok`` result of ``version``; ``ValueError`` if a result has another budget."""
+    results = [r for r in store.results(agent_id(spec), value, seed) if r.get("agent", spec) == spec]
+    wanted = track.budget_record(budget)
+    for done in results:
+        if done.get("status") != "ok":
+            continue
+        kept = done["preset"]
+        if kept != wanted | {track.sweep.plural: kept.get(track.sweep.plural)}:  # adding values to a grid is allowed
+            raise ValueError(
+                f"{done['path']} was produced with a different budget ({kept}); use another "
+                f"--results directory for this budget ({wanted})"
+            )
+    return not any(r.get("status") == "ok" and int(r.get("version", 1)) == version for r in results)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from memgym.leaderboard.cells import version_label
 from memgym.leaderboard.stats import summarize
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.track import Track
@@ -38,53 +39,80 @@ from memgym.leaderboard.tracks import TMAZE
 
 
 def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
-    """Summaries per agent (and per budget, when one store holds several presets), failures and repeats."""
+    """Summaries per agent version (and per budget, when one store holds several presets), failures and repeats.
+
+    A row is one version of one agent under one preset. Its planned cells are the
+    grid (values × seeds) of the presets its records carry. A cell counts with its
+    first ``ok`` result; a cell with only failed results counts as the track's worst
+    score (``Score.bounds[0]``: success 0) in every statistic; a planned cell with
+    no result at all is *missing*, and a row with missing cells is incomplete and
+    ranked after every complete row of its preset.
+    """
     score, sweep = track.score, track.sweep
-    first: dict[tuple, dict] = {}
-    repeats: dict[tuple, list[dict]] = defaultdict(list)
-    failures: dict[tuple, list[dict]] = defaultdict(list)
-
-    def ordered(cell: tuple) -> tuple:  # (agent, preset, value, seed) with values in the sweep's order
-        return cell[0], cell[1], sweep.index(cell[2]), cell[3]
-
+    worst = float(score.bounds[0])
+    rows: dict[tuple[str, int, str], dict[str, Any]] = defaultdict(
+        lambda: {"results": defaultdict(list), "planned": set()})
     for record in track.records(store):
-        cell = (record["agent"], record["preset"]["name"], record[sweep.name], record["seed"])
-        if record.get("status", "ok") != "ok":
-            failures[cell].append(record)
-        elif cell in first:
-            repeats[cell].append(record)
-        else:
-            first[cell] = record
-    cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-        lambda: {"eval": defaultdict(list), "train": defaultdict(list), "curves": defaultdict(list), "repeats": 0}
-    )
-    for (agent, budget, length, seed), record in sorted(first.items(), key=lambda item: ordered(item[0])):
-        entry = cells[(agent, budget)]
-        entry["eval"][length].append(record["eval"][score.name])
-        entry["train"][length].append(record["train"][score.name])
-        if "curve" in record["train"]:
-            entry["curves"][length].append(record["train"]["curve"])
-        entry["repeats"] += len(repeats.get((agent, budget, length, seed), []))
-        entry["total_steps"] = record["preset"]["total_steps"]
-    entries = []
-    for (agent, budget), metrics in cells.items():
+        budget = record["preset"]
+        row = rows[(record["agent"], int(record.get("version", 1)), budget["name"])]
+        row["results"][(record[sweep.name], record["seed"])].append(record)
+        row["planned"] |= {(value, seed) for value in budget.get(sweep.plural) or ()
+                           for seed in range(int(budget.get("seeds", 0)))}
+    entries, failed = [], []
+    for (spec, version, budget), row in rows.items():
+        cells = sorted(row["planned"] | set(row["results"]), key=lambda c: (sweep.index(c[0]), c[1]))
+        metrics: dict[str, Any] = {"eval": defaultdict(list), "train": defaultdict(list), "curves": defaultdict(list)}
+        counts = {"planned": len(cells), "ok": 0, "failed": 0, "missing": 0}
+        missing, repeats, total_steps = [], 0, None
+        for value, seed in cells:
+            results = sorted(row["results"].get((value, seed), []), key=_result_order)
+            ok = [r for r in results if r.get("status", "ok") == "ok"]
+            if ok:
+                counts["ok"] += 1
+                repeats += len(ok) - 1
+                record = ok[0]
+                metrics["eval"][value].append(record["eval"][score.name])
+                metrics["train"][value].append(record["train"][score.name])
+                if "curve" in record["train"]:
+                    metrics["curves"][value].append(record["train"]["curve"])
+                total_steps = record["preset"]["total_steps"]
+            elif results:
+                counts["failed"] += 1
+                metrics["eval"][value].append(worst)
+                metrics["train"][value].append(worst)
+                failed.append({"agent": version_label(spec, version), "spec": spec, "version": version,
+                               "preset": budget, sweep.name: value, "seed": seed, "attempts": len(results),
+                               "reason": results[-1].get("reason", "")})
+            else:
+                counts["missing"] += 1
+                missing.append([value, seed])
+        if not metrics["eval"]:  # planned cells only, none stored (cannot happen with stored records)
+            continue
         entries.append({
-            "agent": agent,
+            "agent": version_label(spec, version),
+            "spec": spec,
+            "version": version,
             "preset": budget,
             "eval": summarize(metrics["eval"], order=sweep.index, solved=score.solved),
             "train": summarize(metrics["train"], order=sweep.index, solved=score.solved),
-            "curves": {length: _mean_curve(curves, metrics["total_steps"], score.name)
-                       for length, curves in metrics["curves"].items()},
-            "repeats": metrics["repeats"],
+            "curves": {value: _mean_curve(curves, total_steps, score.name)
+                       for value, curves in metrics["curves"].items()},
+            "repeats": repeats,
+            "cells": counts,
+            "complete": not counts["missing"],
+            "missing": missing,
         })
-    entries.sort(key=lambda e: (e["preset"], -e["eval"]["score"], e["agent"]))
-    failed = [
-        {"agent": agent, "preset": budget, sweep.name: length, "seed": seed,
-         "attempts": len(records), "reason": records[-1].get("reason", "")}
-        for (agent, budget, length, seed), records in sorted(failures.items(), key=lambda item: ordered(item[0]))
-        if (agent, budget, length, seed) not in first
-    ]
+    entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
+    failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
     return {"entries": entries, "failures": failed}
+
+
+def _result_order(record: dict[str, Any]) -> tuple[int, str]:
+    """Results of a cell oldest first: ``seed<s>.json``, then ``seed<s>.r1.json``, ``.r2`` … (numerically)."""
+    name = Path(record.get("path", "")).name
+    parts = name.split(".")
+    index = int(parts[1][1:]) if len(parts) == 3 and parts[1][:1] == "r" and parts[1][1:].isdigit() else 0
+    return index, name
 
 
 def _mean_curve(curves: list[list[list[float]]], total_steps: int, name: str) -> dict[str, list[float]]:
@@ -102,8 +130,20 @@ def _cell(summary: dict[str, Any]) -> str:
     return f"{summary['mean']:.2f} ± {se:.2f}" if se == se else f"{summary['mean']:.2f}"  # se is NaN for one seed
 
 
+def coverage(entry: dict[str, Any]) -> str:
+    """``ok/planned`` cells of a board entry (``3/6``), marked ``incomplete`` when cells were never run."""
+    cells = entry.get("cells")
+    if cells is None:
+        return "—"
+    return f"{cells['ok']}/{cells['planned']}" + ("" if entry.get("complete", True) else " incomplete")
+
+
 def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[list[str], list[list[str]]]]:
-    """Per preset: the table header and one row per agent, best first."""
+    """Per preset: the table header and one row per agent version, best first.
+
+    Complete rows are ranked by score; incomplete rows (planned cells never run) follow
+    them unranked (rank ``—``).
+    """
     sweep, solved = track.sweep, track.score.solved is not None
     tables: dict[str, tuple[list[str], list[list[str]]]] = {}
     by_preset: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -111,12 +151,13 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
         by_preset[entry["preset"]].append(entry)
     for budget, entries in by_preset.items():
         lengths = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
-        header = ["rank", "agent", "score", "IQM"] + [f"{sweep.header}*"] * solved + ["train score"]
+        header = ["rank", "agent", "score", "cells", "IQM"] + [f"{sweep.header}*"] * solved + ["train score"]
         header += [sweep.column(length) for length in lengths] + ["repeats"]
         rows = []
         for rank, e in enumerate(entries, 1):
             low, high = e["eval"]["score_ci"]
-            row = [str(rank), e["agent"], f"{e['eval']['score']:.2f} [{low:.2f}, {high:.2f}]", f"{e['eval']['iqm']:.2f}"]
+            row = [str(rank) if e.get("complete", True) else "—", e["agent"],
+                   f"{e['eval']['score']:.2f} [{low:.2f}, {high:.2f}]", coverage(e), f"{e['eval']['iqm']:.2f}"]
             row += [str(e["eval"]["longest_solved"] or "—")] * solved + [f"{e['train']['score']:.2f}"]
             per = e["eval"]["per_length"]
             row += [_cell(per[length]) if length in per else "—" for length in lengths]

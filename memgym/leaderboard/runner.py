@@ -9,10 +9,17 @@ the :class:`~memgym.leaderboard.store.ResultsStore`, a task's records as soon as
 it finishes, so an interrupted run (Ctrl-C, ``kill -9``) loses only the tasks in
 flight and resumes where it stopped.
 
-**Failures are results.** An agent that raises, returns NaN parameters, emits
-invalid actions or exceeds the wall-clock limit per cell (``cell_timeout``)
-gets its cells recorded with ``status: "failed"`` and the reason, and the run
-goes on with the other cells; a rerun retries them (the failed record is kept).
+**Failures are results.** An agent whose factory, ``train``, ``act`` or
+``observe`` raises, that returns NaN parameters, emits invalid actions (in
+training or evaluation) or exceeds the wall-clock limit per cell
+(``cell_timeout``) gets its cells recorded with ``status: "failed"`` and the
+reason, and the run goes on with the other cells and agents; a rerun retries
+them (the failed record is kept). On the board a failed cell scores the track's
+worst value.
+
+**Versions.** The cells of an agent whose code or config changed since its
+cells were stored are refused, or, with ``new_version``, recorded as the
+agent's next version (see :mod:`~memgym.leaderboard.planning`).
 """
 
 from __future__ import annotations
@@ -21,10 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from memgym.leaderboard import any_tier, jax_tier
-from memgym.leaderboard.cells import Task
+from memgym.leaderboard.cells import Task, cell_record, describe_code
 from memgym.leaderboard.planning import plan
 from memgym.leaderboard.progress import Progress
-from memgym.leaderboard.protocol import agent_id
+from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.track import Preset, Track
 from memgym.leaderboard.tracks import TMAZE
@@ -32,11 +39,13 @@ from memgym.leaderboard.tracks import TMAZE
 
 def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = TMAZE,
         log: Callable[[str], None] = print, cell_timeout: float | None = None, repeat: bool = False,
-        backend: Any = None) -> ResultsStore:
+        backend: Any = None, new_version: bool = False) -> ResultsStore:
     """Fill every missing cell of ``agents`` × ``budget`` of ``track`` into the store at ``results``.
 
     ``backend`` runs the tasks (default :class:`LocalBackend`); whatever it is, this
     process alone writes the store, a task's records as soon as it finishes.
+    ``new_version`` records the cells of an agent whose code or config changed since
+    its cells were stored as its next version (without it, such a run raises ``ValueError``).
     """
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"cell_timeout must be a positive number of seconds, got cell_timeout={cell_timeout!r}")
@@ -45,7 +54,8 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     for _ in track.records(store):  # refuses a directory that holds another track's results
         pass
     whole_grid = "jax" in track.tiers and _several_devices()
-    tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid)
+    tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
+                 log=log)
     for spec in agents:
         for value in budget.values:
             if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):
@@ -56,8 +66,9 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     progress = Progress(sum(len(t.cells) for t in tasks), budget.total_steps, log, track)
 
     def started(task: Task) -> None:
-        progress.message(f"{task.describe()}: training for {budget.total_steps:,} steps per cell "
-                         f"({task.kind} tier) ...")
+        if task.reason is None:
+            progress.message(f"{task.describe()}: training for {budget.total_steps:,} steps per cell "
+                             f"({task.kind} tier) ...")
 
     try:
         for task, records in backend.map(tasks, budget, cell_timeout, started):
@@ -75,6 +86,12 @@ def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
 
     ``compiled`` caches a JAX-tier agent's compiled cells across tasks (one compilation per agent).
     """
+    if task.reason is not None:  # the agent failed before it could run (its factory raised)
+        try:
+            agent_info = describe_code(task.spec, load_factory(task.spec))
+        except Exception:  # noqa: BLE001
+            agent_info = {"spec": task.spec}
+        return [cell_record(task, budget, cell, agent_info, 0.0, reason=task.reason) for cell in task.cells]
     if task.kind == "jax":
         return jax_tier.run_task(task, budget, cell_timeout, compiled)
     return any_tier.run_task(task, budget, cell_timeout)

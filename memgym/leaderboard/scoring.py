@@ -135,33 +135,44 @@ def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:
 
 
 def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, keys: jax.Array, max_steps: int,
-                 score_key: str = "success"):
-    """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N])``.
+                 score_key: str = "success", policy_keys: jax.Array | None = None):
+    """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N], invalid[N])``.
 
-    ``max_steps`` bounds the scan (the environment's time limit ends every episode
-    earlier); the outcome ``info[score_key]``, return and length of each key's first
+    ``keys`` fix the episodes: each one's reset and the environment's randomness at
+    every step (T-Maze: the cue and the distractor bits). ``policy_keys`` (one per
+    episode) are split into the keys ``act`` gets at each step; None: they come from
+    ``keys`` too. ``max_steps`` bounds the scan (the environment's time limit ends every
+    episode earlier); the outcome ``info[score_key]``, return and length of each key's first
     episode are read at its end from :class:`~memgym.envs.functional.EpisodeStatistics`.
+    ``invalid`` counts the actions outside the action space (out of range, fractional or
+    NaN) the agent chose before its episode ended.
     """
     env = EpisodeStatistics(env)
+    num_actions = env.action_space(env_params).n
 
-    def episode(key: jax.Array):
+    def episode(key: jax.Array, policy_key: jax.Array | None):
         key_reset, key_run = jax.random.split(key)
         obs, state = env.reset(key_reset, env_params)
+        step_keys = jax.random.split(key_run, max_steps)
+        act_keys = None if policy_key is None else jax.random.split(policy_key, max_steps)
 
-        def step(carry, key_step):
-            obs, state, memory, begin, finished, result = carry
-            key_act, key_env = jax.random.split(key_step)
+        def step(carry, keys):
+            obs, state, memory, begin, finished, result, invalid = carry
+            key_act, key_env = jax.random.split(keys[0])
+            key_act = key_act if keys[1] is None else keys[1]
             action, memory = agent.act(params, memory, obs, begin, key_act)
+            bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
             next_obs, next_state, _, _, _, info = env.step_env(key_env, state, action, env_params)
             end = info["done"] & ~finished
             ended = (info[score_key], info["episode_return"], info["episode_length"])
             result = jax.tree.map(lambda new, old: jnp.where(end, new, old), ended, result)
-            return (next_obs, next_state, memory, jnp.zeros((), bool), finished | info["done"], result), None
+            invalid = invalid + (bad & ~finished)
+            return (next_obs, next_state, memory, jnp.zeros((), bool), finished | info["done"], result, invalid), None
 
         start = (obs, state, agent.init_carry(), jnp.ones((), bool), jnp.zeros((), bool),
-                 (jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)))
-        (_, _, _, _, finished, result), _ = jax.lax.scan(step, start, jax.random.split(key_run, max_steps))
+                 (jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32))
+        (_, _, _, _, finished, result, invalid), _ = jax.lax.scan(step, start, (step_keys, act_keys))
         success, ret, length = result
-        return success & finished, ret, length
+        return success & finished, ret, length, invalid
 
-    return jax.vmap(episode)(keys)
+    return jax.vmap(episode)(keys, policy_keys)

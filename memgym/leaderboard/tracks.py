@@ -67,6 +67,9 @@ TMAZE = Track(
     default_preset="thesis",
     legend=(
         "Score: mean evaluation success over corridor lengths [95% stratified bootstrap]. "
+        "Cells: cells that ran ok / cells planned (corridor lengths × seeds); a failed cell counts as success 0 "
+        "everywhere; an incomplete agent (planned cells never run) is not ranked and follows the complete ones. "
+        "An agent whose code or config changed has one row per version (name@v2, …). "
         "Per length: evaluation success, mean ± standard error over seeds. "
         "L*: longest corridor whose lower 95% bound is ≥ 0.9. "
         "Train: success over the last training window (the thesis metric). "
@@ -105,6 +108,9 @@ POPGYM_REPEAT_PREVIOUS = Track(
     legend=(
         "Score: mean evaluation normalized return over difficulties [95% stratified bootstrap]; an episode's "
         "normalized return lies in [−1, 1] (1: every suit repeated correctly; a random policy scores −0.5). "
+        "Cells: cells that ran ok / cells planned (difficulties × seeds); a failed cell counts as −1 (the worst "
+        "normalized return) everywhere; an incomplete agent (planned cells never run) is not ranked and follows the "
+        "complete ones. An agent whose code or config changed has one row per version (name@v2, …). "
         "Per difficulty: evaluation normalized return, mean ± standard error over seeds. "
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "

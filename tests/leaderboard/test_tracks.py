@@ -87,7 +87,7 @@ def test_popgym_board_scores_normalized_return(tmp_path):
     assert first["eval"]["longest_solved"] is None  # no "solved" threshold on this track
     text = written["markdown"].read_text()
     assert text.startswith("# memgym POPGym RepeatPrevious leaderboard")
-    assert "| rank | agent | score | IQM | train score | Easy | Medium | Hard | repeats |" in text
+    assert "| rank | agent | score | cells | IQM | train score | Easy | Medium | Hard | repeats |" in text
     assert {p.name for p in written.values()} >= {"success_by_length.png", "learning_curves.png", "index.html"}
 
 

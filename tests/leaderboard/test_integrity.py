@@ -1,0 +1,169 @@
+"""Leaderboard integrity: failed cells count, per-seed evaluation randomness, invalid evaluation actions, raising
+factories, code versions, progress of long JAX-tier tasks.
+
+The agents are submissions written as docs/submitting.md says (most in ``agents_for_tests``); the runs go through
+the CLI (``memgym leaderboard run/show``) or :func:`memgym.leaderboard.runner.run`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memgym.cli import main
+from memgym.leaderboard import report, runner
+from memgym.leaderboard.store import ResultsStore
+from memgym.leaderboard.track import Preset
+from memgym.leaderboard.tracks import TMAZE
+
+from . import agents_for_tests
+
+AGENTS = "tests.leaderboard.agents_for_tests"
+SMALL = ["--preset", "smoke", "--values", "2,3", "--seeds", "2", "--steps", "2048", "--eval-episodes", "8"]
+TINY = Preset("tiny", (2, 3), seeds=2, total_steps=2048, train_window=512, eval_episodes=8, max_episode_steps=20)
+
+
+def board_of(results) -> dict:
+    return report.build_board(ResultsStore(results), TMAZE)
+
+
+def entry(board: dict, agent: str) -> dict:
+    (found,) = [e for e in board["entries"] if e["agent"] == agent]
+    return found
+
+
+def table_row(text: str, agent: str) -> list[str]:
+    """The cells of the Markdown board row of ``agent`` (the ranked table comes before the failed cells')."""
+    line = next(line for line in text.splitlines() if f"| `{agent}` |" in line)
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+# --- 1. a failed cell counts -------------------------------------------------------------------
+
+
+def test_failed_cells_count_as_zero_and_coverage_is_shown(tmp_path, capsys):
+    crasher, honest = f"{AGENTS}:crash_on_hard_seeds", "tests.leaderboard.test_harness:memoryless_factory"
+    results = str(tmp_path / "results")
+    assert main(["leaderboard", "run", "--agent", crasher, "--agent", honest, "--results", results, *SMALL]) == 0
+    capsys.readouterr()
+    board = board_of(results)
+    crashed = entry(board, crasher)
+    # seed 0 solves every maze, seed 1 crashed: each length's mean is (1 + 0) / 2, not 1.00 from the survivor
+    assert crashed["eval"]["per_length"][2]["mean"] == crashed["eval"]["per_length"][3]["mean"] == 0.5
+    assert crashed["eval"]["score"] == 0.5 and crashed["eval"]["iqm"] == 0.5
+    assert crashed["train"]["score"] == 0.5 and crashed["eval"]["longest_solved"] is None
+    assert crashed["cells"] == {"planned": 4, "ok": 2, "failed": 2, "missing": 0} and crashed["complete"]
+    assert entry(board, honest)["cells"]["ok"] == 4
+    assert main(["leaderboard", "show", "--results", results]) == 0
+    shown = capsys.readouterr().out
+    header = next(line for line in shown.splitlines() if line.startswith("| rank |"))
+    assert "| score | cells |" in header
+    row = table_row(shown, crasher)
+    assert row[2].startswith("0.50 [") and row[3] == "2/4"
+    assert table_row(shown, honest)[3] == "4/4"
+    assert "## Failed cells" in shown and "crashed on a hard seed" in shown
+
+
+def test_a_later_ok_retry_replaces_the_failure(tmp_path, capsys, monkeypatch):
+    crasher = f"{AGENTS}:crash_on_hard_seeds"
+    results = str(tmp_path / "results")
+    assert main(["leaderboard", "run", "--agent", crasher, "--results", results, *SMALL]) == 0
+    assert entry(board_of(results), crasher)["eval"]["score"] == 0.5
+    monkeypatch.setattr(agents_for_tests, "CRASH_SEEDS", set())  # the agent was fixed: the retry succeeds
+    assert main(["leaderboard", "run", "--agent", crasher, "--results", results, *SMALL]) == 0
+    fixed = entry(board_of(results), crasher)
+    assert fixed["eval"]["score"] == 1.0 and fixed["cells"] == {"planned": 4, "ok": 4, "failed": 0, "missing": 0}
+    assert board_of(results)["failures"] == [] and fixed["repeats"] == 0
+    assert len(list(ResultsStore(results).records())) == 6  # the failed records are kept
+
+
+def test_an_incomplete_agent_is_marked_and_not_ranked_above_complete_ones(tmp_path):
+    class Interrupt(runner.LocalBackend):
+        def map(self, tasks, *args, **kwargs):
+            for i, item in enumerate(super().map(tasks, *args, **kwargs)):
+                if i == 1:
+                    raise KeyboardInterrupt  # like Ctrl-C while the second task runs
+                yield item
+
+    oracle, honest = f"{AGENTS}:oracle", "tests.leaderboard.test_harness:memoryless_factory"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run([oracle], TINY, tmp_path, log=lambda _: None, backend=Interrupt())
+    runner.run([honest], TINY, tmp_path, log=lambda _: None)
+    board = board_of(tmp_path)
+    perfect = entry(board, oracle)
+    assert perfect["eval"]["score"] == 1.0  # from the one cell that ran ...
+    assert not perfect["complete"] and perfect["cells"] == {"planned": 4, "ok": 1, "failed": 0, "missing": 3}
+    assert [e["agent"] for e in board["entries"]] == [honest, oracle]  # ... but it is not ranked above the complete
+    text = report.markdown(board)
+    assert table_row(text, honest)[0] == "1"
+    assert table_row(text, oracle)[0] == "—" and table_row(text, oracle)[3] == "1/4 incomplete"
+
+
+def test_a_failed_cell_scores_the_tracks_worst_value():
+    """POPGym's normalized return lies in [−1, 1]: a failed cell counts as −1 there."""
+    from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS
+
+    class Store:
+        def records(self):
+            budget = {"name": "tiny", "difficulties": ["Easy"], "seeds": 2, "total_steps": 10, "train_window": 5,
+                      "eval_episodes": 1, "max_episode_steps": None}
+            ok = {"agent": "a", "difficulty": "Easy", "seed": 0, "preset": budget, "status": "ok",
+                  "path": "a/Easy/seed0.json",
+                  "train": {"normalized_return": 0.5}, "eval": {"normalized_return": 0.5}}
+            yield ok
+            yield {**ok, "seed": 1, "status": "failed", "reason": "boom", "path": "a/Easy/seed1.json"}
+
+        def unreadable(self):
+            return []
+
+    (row,) = report.build_board(Store(), POPGYM_REPEAT_PREVIOUS)["entries"]
+    assert row["eval"]["score"] == pytest.approx((0.5 - 1.0) / 2) and row["train"]["score"] == pytest.approx(-0.25)
+
+
+# --- 2. evaluation randomness per seed; 3. invalid actions in evaluation ---------------------------
+
+
+def test_a_memoryless_agents_interval_contains_chance(tmp_path):
+    budget = Preset("tiny", (4, 8), seeds=6, total_steps=512, train_window=128, eval_episodes=32,
+                    max_episode_steps=40)
+    coin, left = f"{AGENTS}:random_turn", f"{AGENTS}:always_left"
+    store = runner.run([coin, left], budget, tmp_path, log=lambda _: None)
+    board = board_of(tmp_path)
+    low, high = entry(board, coin)["eval"]["score_ci"]
+    assert low < 0.5 < high, (low, high)  # a coin flip at the junction is not significantly better than chance
+    records = [r for r in store.records() if r["status"] == "ok"]
+    assert len(records) == 24
+    by = {(r["agent"], r["corridor_length"], r["seed"]): r["eval"]["success_rate"] for r in records}
+    for length in budget.values:
+        # the policy's keys differ between seeds ...
+        assert len({by[(coin, length, seed)] for seed in range(6)}) > 1
+        # ... while the mazes are fixed per length: a deterministic agent scores the same in every seed
+        assert len({by[(left, length, seed)] for seed in range(6)}) == 1
+
+
+def test_invalid_actions_in_evaluation_fail_the_cell(tmp_path):
+    budget = Preset("tiny", (3,), seeds=1, total_steps=256, train_window=64, eval_episodes=4, max_episode_steps=20)
+    store = runner.run([f"{AGENTS}:invalid_in_evaluation"], budget, tmp_path, log=lambda _: None)
+    (record,) = store.records()
+    assert record["status"] == "failed"
+    assert "invalid actions during evaluation" in record["reason"] and "Discrete(4)" in record["reason"]
+
+
+# --- 4. a factory that raises ----------------------------------------------------------------------
+
+
+def test_a_raising_factory_fails_its_cells_and_the_others_run(tmp_path, capsys):
+    raising, good = f"{AGENTS}:raising_factory", "examples.numpy_agent:factory"
+    results = str(tmp_path / "results")
+    assert main(["leaderboard", "run", "--agent", raising, "--agent", good, "--results", results, *SMALL]) == 0
+    out = capsys.readouterr().out
+    records = list(ResultsStore(results).records())
+    mine = [r for r in records if r["agent"] == raising]
+    assert len(mine) == 4 and all(r["status"] == "failed" for r in mine)
+    assert all(r["reason"] == "the factory raised RuntimeError: factory exploded" for r in mine)
+    assert len([r for r in records if r["agent"] == good and r["status"] == "ok"]) == 4
+    assert "FAILED: the factory raised RuntimeError: factory exploded" in out
+    row = table_row(out, raising)
+    assert row[2].startswith("0.00") and row[3] == "0/4"
+    assert json.loads((tmp_path / "results" / "board.json").read_text())["failures"]
