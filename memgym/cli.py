@@ -257,7 +257,8 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
           f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
           flush=True)
     runner.run(args.agent, budget, results, track=track, log=lambda line: print(line, flush=True),
-               cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend)
+               cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend,
+               new_version=args.new_version)
     written = report.write_report(results, track=track)
     print(_board_text(results, track))
     print("wrote " + ", ".join(str(p) for p in written.values()))
@@ -461,6 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                      help="wall-clock limit per cell; a slower cell is recorded as failed")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
+    run.add_argument("--new-version", action="store_true",
+                     help="an agent whose code or config changed since its cells were stored: record its cells as "
+                          "its next version (a new row, NAME@v2) instead of refusing")
     run.add_argument("--backend", choices=["local", "ray"], default="local",
                      help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
     run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")

@@ -167,3 +167,102 @@ def test_a_raising_factory_fails_its_cells_and_the_others_run(tmp_path, capsys):
     row = table_row(out, raising)
     assert row[2].startswith("0.00") and row[3] == "0/4"
     assert json.loads((tmp_path / "results" / "board.json").read_text())["failures"]
+
+
+# --- 5. code identity --------------------------------------------------------------------------
+
+VERSIONED_AGENT = '''
+import numpy as np
+
+TURN = {turn}  # 2: left, 3: right
+
+
+class Turner:
+    """Walks up to the junction (where "up" does not move it) and always turns the same way."""
+
+    def __init__(self, num_envs):
+        self.last = np.full(num_envs, -1)
+
+    def act(self, obs, begin):
+        position = np.packbits(obs[:, 2:10].astype(np.uint8), axis=1)[:, 0]
+        turn = ~begin & (position == self.last)
+        self.last = np.where(begin, -1, position)
+        return np.where(turn, TURN, 0)
+
+    def observe(self, *args):
+        pass
+
+
+def factory(context):
+    return Turner(context.num_envs)
+'''
+
+
+def write_agent(folder, monkeypatch, turn: int, name: str = "integrity_versioned_agent") -> str:
+    """Write (or rewrite) the agent module ``name`` in ``folder``; the next run imports it afresh (a new process)."""
+    import importlib
+    import sys
+
+    (folder / f"{name}.py").write_text(VERSIONED_AGENT.format(turn=turn))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    importlib.invalidate_caches()
+    return f"{name}:factory"
+
+
+def test_changed_agent_code_is_refused_or_recorded_as_a_new_version(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.dont_write_bytecode", True)  # an edit within the same second must be re-read
+    spec = write_agent(tmp_path, monkeypatch, turn=2)
+    results = tmp_path / "results"
+    run = ["leaderboard", "run", "--agent", spec, "--results", str(results), *SMALL]
+    assert main(run) == 0
+    (first,) = {r["agent_info"]["code_sha256"] for r in ResultsStore(results).records()}
+    assert len(first) == 64 and all(r["version"] == 1 for r in ResultsStore(results).records())
+    stored = sorted(results.rglob("seed*.json"))
+
+    write_agent(tmp_path, monkeypatch, turn=3)  # the agent's code changed
+    capsys.readouterr()
+    assert main(run) == 2
+    refused = capsys.readouterr().err
+    assert f"agent {spec!r}: its code changed" in refused and "integrity_versioned_agent" in refused
+    assert "mix two versions" in refused and "new results directory (--results)" in refused
+    assert f"--new-version to record them as version 2 of the agent (shown as '{spec}@v2')" in refused
+    assert sorted(results.rglob("seed*.json")) == stored  # nothing written
+
+    assert main([*run, "--new-version"]) == 0
+    shown = capsys.readouterr().out
+    assert table_row(shown, spec)[3] == table_row(shown, f"{spec}@v2")[3] == "4/4"  # one version per row
+    records = list(ResultsStore(results).records())
+    assert sorted(r["version"] for r in records) == [1] * 4 + [2] * 4
+    hashes = {r["version"]: r["agent_info"]["code_sha256"] for r in records}
+    assert hashes[1] == first != hashes[2]
+    by = {(r["version"], r["corridor_length"], r["seed"]): r["eval"]["success_rate"] for r in records}
+    for length, seed in [(2, 0), (2, 1), (3, 0), (3, 1)]:  # v2 ran the new code: right turns on the same mazes
+        assert by[(1, length, seed)] + by[(2, length, seed)] == 1.0
+
+    assert main(run) == 0  # unchanged since version 2: resumes it, nothing to do
+    assert "all 2 seeds stored, skipping" in capsys.readouterr().out
+    assert len(list(ResultsStore(results).records())) == 8
+
+
+def test_a_store_of_the_previous_memgym_loads_shows_and_resumes(tmp_path, capsys, monkeypatch):
+    """Records without ``version`` and with memgym 0.1's 16-digit hash of the factory module's source."""
+    import hashlib
+
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
+    spec = write_agent(tmp_path, monkeypatch, turn=2, name="integrity_old_agent")
+    results = tmp_path / "results"
+    run = ["leaderboard", "run", "--agent", spec, "--results", str(results), *SMALL]
+    assert main(run) == 0
+    legacy = hashlib.sha256(VERSIONED_AGENT.format(turn=2).encode()).hexdigest()[:16]
+    for path in results.rglob("seed*.json"):
+        record = json.loads(path.read_text())
+        del record["version"], record["agent_info"]["code_modules"]
+        record["agent_info"]["code_sha256"] = legacy
+        path.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--results", str(results)]) == 0
+    assert table_row(capsys.readouterr().out, spec)[3] == "4/4"
+    assert main(run) == 0 and "all 2 seeds stored, skipping" in capsys.readouterr().out
+    write_agent(tmp_path, monkeypatch, turn=3, name="integrity_old_agent")
+    assert main(run) == 2 and "its code changed" in capsys.readouterr().err
