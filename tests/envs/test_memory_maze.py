@@ -218,7 +218,7 @@ def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
     import jax
 
     from memgym.agents.config import ActorCriticConfig, DQNConfig
-    from memgym.agents.host import DQNHostLoop, HostLoop, trainer_for
+    from memgym.agents.host import HostLoop
 
     envs = gym.make_vec("memgym/MemoryMaze-9x9-v0", num_envs=2, vectorization_mode="sync",
                         vector_kwargs=dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP))
@@ -228,18 +228,17 @@ def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
         dqn = DQNConfig(memory="ffm", memory_config='{"features": 32, "memory_size": 8, "context_size": 4}',
                         num_envs=2, steps_per_update=8, batch_size=16, buffer_size=64, learning_starts=8,
                         total_steps=32)
-        for config, loop_class in ((ppo, HostLoop), (dqn, DQNHostLoop)):
-            trainer = trainer_for(config, envs)
-            assert trainer.image_shape == (64, 64, 3)
-            loop = loop_class(trainer, envs, seed=0)
+        for config in (ppo, dqn):
+            loop = HostLoop.for_config(config, envs, seed=0)
+            assert loop.trainer.spec.image_shape == (64, 64, 3)
             assert loop.state.obs.dtype == np.uint8 and loop.state.obs.shape == (2, 64 * 64 * 3 + 3)
             before = loop.state.params["params"]["encoder"]["resnet"]
             metrics = [loop.update() for _ in range(2)]
-            assert metrics[-1]["env_steps"] == 2 * 2 * (8 if config is ppo else config.steps_per_update)
+            assert metrics[-1]["env_steps"] == 2 * 2 * config.steps_per_update
             losses = [v for m in metrics for k, v in m.items() if "loss" in k]
             assert losses and np.isfinite(losses).all()
             after = loop.state.params["params"]["encoder"]["resnet"]
             moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()), before, after)
-            assert max(jax.tree.leaves(moved)) > 0, f"{loop_class.__name__} did not update the image encoder"
+            assert max(jax.tree.leaves(moved)) > 0, f"{type(loop.trainer).__name__} did not update the image encoder"
     finally:
         envs.close()
