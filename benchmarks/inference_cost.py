@@ -15,7 +15,7 @@ chosen here — this prints:
 * thesis Table 5.1 for comparison (operations and space per head).
 
 Self-attention of ReLiT / AReLiT / linear attention is the real mixer module of
-a layer (:meth:`GatedTransformer.mixer`), including its output projection.
+a layer (:meth:`~memgym.memory.transformer.MonoidAttentionTransformer.mixer`), including its output projection.
 GTrXL's attention is not a separate module, so it is measured as a whole
 :class:`~memgym.memory.gtrxl.GTrXLBlock` minus the block's other sub-layers
 (attention gate, layer norm, feed-forward, feed-forward gate) built from the

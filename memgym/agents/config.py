@@ -64,6 +64,7 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     its entries override the preset's.
     """
     from memgym import memory as memory_lib
+    from memgym.memory.validation import options
 
     if isinstance(memory_config, str):
         try:
@@ -82,7 +83,7 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
         raise ValueError(
             f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"
         )
-    fields = set(memory_lib.model_class(name).__dataclass_fields__) - {"parent", "name"}
+    fields = set(options(memory_lib.model_class(name)))
     unknown = sorted(set(config) - fields)
     if unknown:
         raise ValueError(f"memory_config: unknown option(s) {unknown} for memory model {name!r}; allowed: {sorted(fields)}")
