@@ -212,22 +212,17 @@ def _steps(text: str) -> int:
     return int(value)
 
 
-def _whole(name: str) -> Callable[[str], int]:
-    """An argparse type: a positive whole number (``1e6`` allowed), checked by the leaderboard's checker."""
+def _bounded(flag: str) -> Callable[[str], int | float]:
+    """An argparse type: a number (``1e6`` allowed) in the range of ``flag`` in the leaderboard's ``LIMITS``;
+    anything else is refused with the flag, the value and the range, before anything runs."""
 
-    def parse(text: str) -> int:
-        from memgym.leaderboard.validation import check_positive
+    def parse(text: str) -> int | float:
+        from memgym.leaderboard.validation import LIMITS, check_number
 
         try:
-            number = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number such as 1e6, got {text!r}") from None
-        value = int(number) if number.is_integer() else number
-        try:
-            check_positive(**{name: value})
+            return check_number(flag, text, LIMITS[flag])
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
-        return value
 
     return parse
 
@@ -240,9 +235,18 @@ def _board_text(results: str, track) -> str:
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     from memgym.leaderboard import report, runner, tracks
+    from dataclasses import replace
 
     track = tracks.get(args.track)
-    values = None if args.values is None else [track.sweep.parse(value) for value in args.values]
+    base = track.preset(args.preset)
+    try:
+        values = None if args.values is None else [track.sweep.parse(value) for value in args.values]
+        if values is not None and len(set(values)) < len(values):
+            raise ValueError("a value is named twice")
+        if values is not None:
+            track.check(replace(base, values=tuple(values)))
+    except ValueError as error:
+        raise ValueError(f"--values {','.join(args.values)}: {error}") from None
     budget = track.preset(args.preset, values=values, seeds=args.seeds, total_steps=args.steps,
                           eval_episodes=args.eval_episodes)
     results = args.results or track.results_dir
@@ -291,7 +295,8 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
     from memgym.leaderboard import tracks
     from memgym.leaderboard.check import check_agent
 
-    results = check_agent(args.agent, track=tracks.get(args.track), budget=args.steps)
+    results = check_agent(args.agent, track=tracks.get(args.track), budget=args.steps,
+                          step_timeout=args.step_timeout)
     for name, passed, explanation in results:
         print(f"{'PASS' if passed else 'FAIL'}  {name}")
         if not passed:
@@ -439,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
     train.set_defaults(func=cmd_train)
 
+    from memgym.leaderboard.validation import DEFAULT_STEP_TIMEOUT  # no JAX
+
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
                                                 "lengths; also popgym-repeat-previous)")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
@@ -456,10 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
                      help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
                           "Easy,Hard (popgym-repeat-previous)")
-    run.add_argument("--seeds", type=_whole("seeds"), default=None)
-    run.add_argument("--steps", type=_whole("steps"), default=None, help="training steps per cell, e.g. 1e6")
-    run.add_argument("--eval-episodes", type=_whole("eval_episodes"), default=None)
-    run.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+    run.add_argument("--seeds", type=_bounded("--seeds"), default=None, help="training seeds per value (1-1000)")
+    run.add_argument("--steps", type=_bounded("--steps"), default=None,
+                     help="training steps per cell, e.g. 1e6 (at most 2**31-1)")
+    run.add_argument("--eval-episodes", type=_bounded("--eval-episodes"), default=None,
+                     help="evaluation episodes per cell (1-1000)")
+    run.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
                      help="wall-clock limit per cell; a slower cell is recorded as failed")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
     run.add_argument("--new-version", action="store_true",
@@ -468,8 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["local", "ray"], default="local",
                      help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
     run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    run.add_argument("--cpus-per-task", type=float, default=1.0, help="Ray: CPUs reserved per task")
-    run.add_argument("--gpus-per-task", type=float, default=0.0, help="Ray: GPUs reserved per task")
+    run.add_argument("--cpus-per-task", type=_bounded("--cpus-per-task"), default=1.0,
+                     help="Ray: CPUs reserved per task")
+    run.add_argument("--gpus-per-task", type=_bounded("--gpus-per-task"), default=0.0,
+                     help="Ray: GPUs reserved per task")
     run.set_defaults(func=cmd_leaderboard_run)
     show = board_sub.add_parser("show", help="print the ranked table of stored results")
     show.add_argument("--track", default="tmaze", help=track_help)
@@ -484,7 +495,11 @@ def build_parser() -> argparse.ArgumentParser:
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
     chk.add_argument("--track", default="tmaze", help=track_help)
-    chk.add_argument("--steps", type=_whole("steps"), default=None, help="training steps of the check (JAX tier)")
+    chk.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps of the check (JAX tier)")
+    chk.add_argument("--step-timeout", type=_bounded("--step-timeout"), default=DEFAULT_STEP_TIMEOUT,
+                     metavar="SECONDS", help=f"wall-clock limit of each call into the agent (its factory, train, "
+                                             f"init_carry, act, observe; a JAX call's time includes its compilation); "
+                                             f"default {DEFAULT_STEP_TIMEOUT:g}")
     chk.set_defaults(func=cmd_leaderboard_check)
     lst = board_sub.add_parser("list", help="registered agents, tracks and presets")
     lst.set_defaults(func=cmd_leaderboard_list)

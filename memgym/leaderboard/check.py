@@ -2,21 +2,36 @@
 
 Both tiers: the factory builds an agent of a tier the track runs. JAX tier:
 ``train`` runs under ``jit(vmap(...))`` on a tiny budget (the track's
-``check_cell``) and returns the harness's environment state; two equal keys give equal
-parameters (determinism); ``act`` gives a valid action of the right shape and dtype
-and a carry with the structure of ``init_carry()``; and ``begin`` resets the memory —
-acting on an episode's first observation gives the same result whatever carry
-came before.
+``check_cell``), returns the harness's environment state and finite parameters,
+and two equal keys give equal parameters (determinism); ``act`` gives a valid
+action of the right shape and dtype and a carry with the structure of
+``init_carry()``; ``begin`` resets the memory; ``act`` vmaps over streams.
 
 Any-framework tier: ``act`` returns one valid action per environment; ``observe``
 accepts a step; two agents built with the same seed act identically on the same
-observations.
+observations; ``begin`` resets the memory.
+
+**The memory test.** The track's check-cell environment plays a new episode and
+a few previous episodes whose first observations between them show every value
+each feature of a first observation takes (T-Maze: both cues). The new episode,
+``begin`` set on its first step, must get the same actions whatever episode came
+before — and, in the JAX tier, the same as from ``init_carry()`` — with the same
+keys (JAX tier) or from agents built with the same seed (any-framework tier,
+whose agents see the episodes through ``act`` alone, as in evaluation). An agent
+that keeps the previous episode's cue across an episode start fails it.
+
+**Time.** Every call into the agent (the factory, ``train``, ``init_carry``,
+``act``, ``observe``) must return within ``step_timeout`` seconds (a JAX call's
+time includes its compilation): ``SIGALRM`` interrupts it in the main thread, as
+in a run's any-framework cells, the check fails naming the call, and the checks
+after it do not run. A compiled JAX computation that never returns cannot be
+interrupted (the alarm fires when control is back in Python).
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,45 +39,88 @@ import numpy as np
 from memgym.leaderboard.protocol import load_factory, tier
 from memgym.leaderboard.track import Track
 from memgym.leaderboard.tracks import TMAZE
-from memgym.leaderboard.validation import check_positive
+from memgym.leaderboard.validation import DEFAULT_STEP_TIMEOUT, check_positive
 
 Check = tuple[str, bool, str]
 
-
-def _attempt(name: str, test: Callable[[], str | None]) -> Check:
-    try:
-        problem = test()
-    except (ValueError, TypeError) as error:  # a clear message of ours or of the agent's
-        return name, False, f"{type(error).__name__}: {error}"
-    except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
-        return name, False, f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
-    return name, problem is None, problem or ""
+HISTORY_STEPS = 5  # observations of each previous episode in the memory test
+EPISODE_STEPS = 8  # observations of the new episode
+KEY_SEQUENCES = 3  # JAX tier: the new episode is compared under this many key sequences
 
 
-def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None) -> list[Check]:
-    """Run every check on the track's ``check_cell``; a list of ``(name, passed, explanation)``."""
-    results: list[Check] = []
+class StepTimeout(Exception):
+    """A call into the agent did not return within the step timeout."""
+
+
+class _Checks:
+    """Runs checks in order; after a timeout the remaining checks are not run (each would wait again)."""
+
+    def __init__(self, step_timeout: float | None):
+        self.step_timeout = step_timeout
+        self.results: list[Check] = []
+        self.timed_out = False
+
+    def call(self, name: str, function: Callable, *args: Any, block: bool = False) -> Any:
+        """``function(*args)`` (and, with ``block``, its JAX arrays computed) within the step timeout."""
+        from memgym.leaderboard.any_tier import _alarm  # the run's alarm: SIGALRM in the main thread
+        from memgym.leaderboard.cells import CellFailure
+
+        try:
+            with _alarm(self.step_timeout):
+                result = function(*args)
+                if block:
+                    import jax
+
+                    jax.block_until_ready(result)
+        except CellFailure:  # the alarm rang
+            raise StepTimeout(f"{name} did not return within {self.step_timeout:g} s (--step-timeout); "
+                              f"the remaining checks were not run") from None
+        return result
+
+    def run(self, name: str, test: Callable[[], str | None]) -> bool:
+        """Run one check unless a call timed out before; whether it passed."""
+        if self.timed_out:
+            return False
+        try:
+            problem = test()
+        except StepTimeout as error:
+            self.timed_out = True
+            problem = str(error)
+        except (ValueError, TypeError) as error:  # a clear message of ours or of the agent's
+            problem = f"{type(error).__name__}: {error}"
+        except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
+            problem = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
+        self.results.append((name, problem is None, problem or ""))
+        return problem is None
+
+
+def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None,
+                step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> list[Check]:
+    """Run every check on the track's ``check_cell``; a list of ``(name, passed, explanation)``.
+
+    ``step_timeout``: seconds each call into the agent may take (None: no limit).
+    """
+    checks = _Checks(step_timeout)
     state: dict[str, Any] = {}
 
     def build() -> str | None:
         factory = load_factory(spec)
         state["factory"] = factory
-        state["agent"] = factory(track.context(num_envs=2, seed=0, total_steps=budget or 4096))
+        state["agent"] = checks.call("the factory", factory,
+                                     track.context(num_envs=2, seed=0, total_steps=budget or 4096))
         state["tier"] = tier(state["agent"])
         track.accept(state["tier"], spec)
         return None
 
-    results.append(_attempt("factory builds an agent of a known tier that the track runs", build))
-    if not results[-1][1]:
-        return results
-    if state["tier"] == "jax":
-        results += _check_jax(state["agent"], track, budget)
-    else:
-        results += _check_any(state["factory"], track)
-    return results
+    if checks.run("factory builds an agent of a known tier that the track runs", build):
+        if state["tier"] == "jax":
+            _check_jax(checks, state["agent"], track, budget)
+        else:
+            _check_any(checks, state["factory"], track)
+    return checks.results
 
 
-def _check_jax(agent: Any, track: Track, budget: int | None) -> list[Check]:
+def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -77,7 +135,6 @@ def _check_jax(agent: Any, track: Track, budget: int | None) -> list[Check]:
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
     state: dict[str, Any] = {}
-    results: list[Check] = []
 
     def num_envs_ok():
         check_positive(num_envs=num_envs)
@@ -85,24 +142,33 @@ def _check_jax(agent: Any, track: Track, budget: int | None) -> list[Check]:
     def train():
         key = jax.random.key(0)
         run = jax.jit(jax.vmap(lambda k: agent.train(k, env, params, steps)))
-        policy_params, env_state = run(jnp.stack([key, key]))
+        policy_params, env_state = checks.call("train", run, jnp.stack([key, key]), block=True)
         state["params"] = jax.tree.map(lambda x: x[0], policy_params)
         if not isinstance(env_state, ScoredState):
             return f"train must return (params, final env state); the env state is a {type(env_state).__name__}"
         taken = int(np.asarray(env_state.steps).sum()) // 2
         if abs(taken - steps) > max(steps // 10, int(num_envs)):
             return f"train was asked for {steps} environment steps but stepped the environment {taken} times"
-        for leaf in jax.tree.leaves(policy_params):
-            if not np.array_equal(np.asarray(leaf[0]), np.asarray(leaf[1])):
-                return "two runs with the same key gave different parameters (train is not deterministic)"
+        leaves = [(jax.tree_util.keystr(path), _host(leaf))
+                  for path, leaf in jax.tree_util.tree_leaves_with_path(policy_params)]
+        broken = [path or "params" for path, leaf in leaves
+                  if np.issubdtype(leaf.dtype, np.inexact) and not np.isfinite(leaf).all()]
+        if broken:
+            return (f"train returned parameters with NaN or infinite values (in {', '.join(broken[:3])}"
+                    f"{', …' if len(broken) > 3 else ''})")
+        if any(not np.array_equal(leaf[0], leaf[1]) for _, leaf in leaves):
+            return "two runs with the same key gave different parameters (train is not deterministic)"
         return None
 
     def act():
         obs, _ = inner_env.reset(jax.random.key(1), inner)
-        carry = agent.init_carry()
-        step = jax.jit(agent.act)
-        action, new_carry = step(state["params"], carry, obs, jnp.ones((), bool), jax.random.key(2))
+        carry = checks.call("init_carry", agent.init_carry, block=True)
+        state["step"] = step = jax.jit(agent.act)
+        action, new_carry = checks.call("act", step, state["params"], carry, obs, jnp.ones((), bool),
+                                        jax.random.key(2), block=True)
         action = np.asarray(action)
+        if action.dtype.kind in "fc" and np.isnan(action).any():
+            return f"act returned a NaN action; an action is an integer in [0, {num_actions})"
         if action.shape != () or not np.issubdtype(action.dtype, np.integer):
             return f"act must return a scalar integer action, got shape {action.shape} dtype {action.dtype}"
         if not 0 <= int(action) < num_actions:
@@ -111,60 +177,177 @@ def _check_jax(agent: Any, track: Track, budget: int | None) -> list[Check]:
             a.shape != b.shape for a, b in zip(jax.tree.leaves(new_carry), jax.tree.leaves(carry))
         ):
             return "act must return a carry with the same structure and shapes as init_carry()"
-        # begin resets the memory: after some steps, a first observation acts like from a fresh carry.
-        walked = new_carry
-        for i in range(5):
-            _, walked = step(state["params"], walked, obs * (i % 2), jnp.zeros((), bool), jax.random.key(3 + i))
-        fresh = step(state["params"], carry, obs, jnp.ones((), bool), jax.random.key(9))
-        reset = step(state["params"], walked, obs, jnp.ones((), bool), jax.random.key(9))
-        for a, b in zip(jax.tree.leaves(fresh), jax.tree.leaves(reset)):
-            if not np.allclose(np.asarray(a), np.asarray(b), atol=1e-5):
-                return "acting with begin=True depends on the previous carry: memory is not reset at episode starts"
+        return None
+
+    def begin_resets():
+        histories, episode = _memory_probe(track)
+        step, policy = state["step"], state["params"]
+        fresh = checks.call("init_carry", agent.init_carry, block=True)
+
+        def play(history: Sequence[np.ndarray] | None, keys) -> list[int]:
+            carry = fresh
+            for t, obs in enumerate(history or ()):
+                _, carry = checks.call("act", step, policy, carry, obs, np.asarray(t == 0), keys[t], block=True)
+            actions = []
+            for t, obs in enumerate(episode):
+                action, carry = checks.call("act", step, policy, carry, obs, np.asarray(t == 0), keys[t],
+                                            block=True)
+                actions.append(int(np.asarray(action)))
+            return actions
+
+        for k in range(KEY_SEQUENCES):
+            keys = jax.random.split(jax.random.key(100 + k), max(EPISODE_STEPS, HISTORY_STEPS))
+            reference = play(None, keys)
+            for history in histories:
+                actions = play(history, keys)
+                if actions != reference:
+                    return (f"act carries memory across an episode start: with the same keys, a new episode "
+                            f"(begin=True on its first step) got actions {actions} after an episode that began "
+                            f"with {_show(history[0])}, but {reference} from init_carry(); when begin is True, "
+                            f"act must act as from init_carry()")
         return None
 
     def vmappable():
         obs = jnp.zeros((3,) + inner_env.observation_space(inner).shape)
         carries = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), agent.init_carry())
         batched = jax.jit(jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0)))
-        actions, _ = batched(state["params"], carries, obs, jnp.ones(3, bool), jax.random.split(jax.random.key(0), 3))
+        actions, _ = checks.call("act (vmapped)", batched, state["params"], carries, obs, jnp.ones(3, bool),
+                                 jax.random.split(jax.random.key(0), 3), block=True)
         if np.asarray(actions).shape != (3,):
             return f"vmapped act over 3 streams gave actions of shape {np.asarray(actions).shape}"
         return None
 
-    results.append(_attempt("num_envs is a positive integer", num_envs_ok))
-    results.append(_attempt(f"train runs under jit(vmap) ({steps} steps) and is deterministic", train))
-    if results[-1][1]:
-        results.append(_attempt("act: valid action and carry; begin resets the memory", act))
-        results.append(_attempt("act vmaps over streams", vmappable))
-    return results
+    checks.run("num_envs is a positive integer", num_envs_ok)
+    if checks.run(f"train runs under jit(vmap) ({steps} steps), gives finite parameters and is deterministic",
+                  train):
+        if checks.run("act: valid action and carry", act):
+            checks.run("begin=True resets the memory (same actions after different previous episodes)",
+                       begin_resets)
+            checks.run("act vmaps over streams", vmappable)
 
 
-def _check_any(factory: Callable, track: Track) -> list[Check]:
+def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
     num_envs = 2
     observation_space, action_space = track.spaces()
     rng = np.random.default_rng(0)
     observations = [rng.integers(0, 2, (num_envs,) + observation_space.shape).astype(np.float32) for _ in range(6)]
 
+    def build(seed: int) -> Any:
+        return checks.call("the factory", factory, track.context(num_envs=num_envs, seed=seed, total_steps=1000))
+
     def acts_validly():
-        agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=1000))
+        agent = build(0)
         begin = np.ones(num_envs, bool)
         for obs in observations:
-            action = np.asarray(agent.act(obs, begin))
+            action = np.asarray(checks.call("act", agent.act, obs, begin))
+            if action.dtype.kind in "fc" and np.isnan(action).any():
+                return (f"act returned NaN actions {action.tolist()}; an action is an integer in "
+                        f"[0, {action_space.n})")
             if action.shape != (num_envs,) or not np.issubdtype(action.dtype, np.integer):
                 return f"act must return an integer array of shape ({num_envs},), got {action.shape} {action.dtype}"
             if (action < 0).any() or (action >= action_space.n).any():
                 return f"act returned {action.tolist()}, outside Discrete({action_space.n})"
-            agent.observe(action, np.zeros(num_envs, np.float32), obs, np.zeros(num_envs, bool),
-                          np.zeros(num_envs, bool))
+            checks.call("observe", agent.observe, action, np.zeros(num_envs, np.float32), obs,
+                        np.zeros(num_envs, bool), np.zeros(num_envs, bool))
             begin = np.zeros(num_envs, bool)
         return None
 
     def deterministic():
         runs = []
         for _ in range(2):
-            agent = factory(track.context(num_envs=num_envs, seed=7, total_steps=1000))
-            runs.append([np.asarray(agent.act(obs, np.ones(num_envs, bool))).tolist() for obs in observations])
-        return None if runs[0] == runs[1] else "two agents built with the same seed acted differently"
+            agent = build(7)
+            runs.append([np.asarray(checks.call("act", agent.act, obs, np.ones(num_envs, bool)))
+                         for obs in observations])
+        same = all(_same(a, b) for a, b in zip(*runs))
+        return None if same else "two agents built with the same seed acted differently"
 
-    return [_attempt("act returns valid actions; observe accepts a step", acts_validly),
-            _attempt("same seed, same actions", deterministic)]
+    def begin_resets():
+        histories, episode = _memory_probe(track)
+        length = min(len(h) for h in histories)
+        runs = []
+        for j in range(len(histories)):  # agent j: stream 0 after history j, stream 1 after history j + 1
+            agent = build(7)
+            streams = (histories[j], histories[(j + 1) % len(histories)])
+            for t in range(length):
+                checks.call("act", agent.act, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
+            runs.append(np.stack([np.asarray(checks.call("act", agent.act, np.stack([obs] * num_envs),
+                                                         np.full(num_envs, t == 0)))
+                                  for t, obs in enumerate(episode)]))
+        for stream in range(num_envs):
+            for j in range(1, len(runs)):
+                if not _same(runs[j][:, stream], runs[0][:, stream]):
+                    before = histories[(j + stream) % len(histories)][0]
+                    other = histories[stream % len(histories)][0]
+                    return (f"act carries memory across an episode start: agents built with the same seed gave "
+                            f"the same new episode (begin=True on its first step) actions "
+                            f"{runs[j][:, stream].tolist()} after an episode that began with {_show(before)}, "
+                            f"but {runs[0][:, stream].tolist()} after one that began with {_show(other)} "
+                            f"(environment {stream}; act only, as in evaluation)")
+        return None
+
+    if checks.run("act returns valid actions; observe accepts a step", acts_validly):
+        checks.run("same seed, same actions", deterministic)
+        checks.run("begin=True resets the memory (same actions after different previous episodes)", begin_resets)
+
+
+def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[np.ndarray]]:
+    """Previous episodes and a new one, played on the track's check cell with action 0 (the memory test).
+
+    The new episode starts from reset seed 0. The previous ones are chosen among
+    seeds 1…64 so that between them their first observations take two values
+    (where there are two) of every feature that varies across first observations.
+    """
+    value, limit = track.check_cell
+    env = track.make_env(value, limit)
+    try:
+        def play(seed: int, length: int) -> list[np.ndarray]:
+            obs, _ = env.reset(seed=seed)
+            episode = [np.asarray(obs)]
+            while len(episode) < length:
+                obs, _, terminated, truncated, _ = env.step(0)
+                if terminated or truncated:
+                    break
+                episode.append(np.asarray(obs))
+            return episode
+
+        candidates = range(1, 65)
+        firsts = {seed: np.asarray(env.reset(seed=seed)[0]).ravel() for seed in candidates}
+        table = np.stack(list(firsts.values()))
+        varying = np.flatnonzero((table != table[0]).any(axis=0))
+        chosen = [candidates[0]]
+        while len(chosen) < 4:
+            seen = [{firsts[s][j] for s in chosen} for j in varying]
+
+            def gain(seed: int) -> int:
+                return sum(len(values) < 2 and firsts[seed][j] not in values for j, values in zip(varying, seen))
+
+            best = max((s for s in candidates if s not in chosen), key=gain)
+            if gain(best) == 0:
+                break
+            chosen.append(best)
+        return [play(seed, HISTORY_STEPS) for seed in chosen], play(0, EPISODE_STEPS)
+    finally:
+        env.close()
+
+
+def _host(leaf: Any) -> np.ndarray:
+    """A JAX leaf as a NumPy array (a PRNG key as its key data)."""
+    import jax
+
+    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    return np.asarray(leaf)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal arrays, NaN equal to NaN (a NaN action is reported once, as NaN, not as a difference)."""
+    a, b = np.asarray(a), np.asarray(b)
+    try:
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    except TypeError:
+        return a.shape == b.shape and bool(np.all(a == b))
+
+
+def _show(obs: np.ndarray) -> str:
+    """A short form of an observation for a message."""
+    return np.array2string(np.asarray(obs).ravel(), separator=",", precision=3, max_line_width=10_000)

@@ -1,0 +1,270 @@
+"""`memgym leaderboard check` against hostile agents and the leaderboard flags' ranges, through the command line.
+
+The agents below are written as docs/submitting.md says (``factory(context) -> agent``) and named by
+``tests.leaderboard.test_check_store:<factory>``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memgym.cli import build_parser, main
+
+HERE = "tests.leaderboard.test_check_store"
+
+# --- JAX-tier agents ----------------------------------------------------------------------------
+
+
+class TinyJaxAgent:
+    """Steps its environments with action 0 for the budget; its policy walks up and turns by its carry."""
+
+    num_envs = 2
+
+    def init_carry(self):
+        return jnp.zeros(2)  # the remembered cue
+
+    def remember(self, carry, obs, begin):
+        return jnp.where(begin, obs[:2], carry)  # an honest memory: a new episode starts from its own cue
+
+    def act(self, params, carry, obs, begin, key):
+        carry = self.remember(carry, obs, begin)
+        return (2 + jnp.argmax(carry)).astype(jnp.int32), carry
+
+    def params(self):
+        return {"w": jnp.ones(3)}
+
+    def train(self, key, env, env_params, total_steps):
+        n = self.num_envs
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, n), env_params)
+
+        def step(state, key):
+            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key, n), state, jnp.zeros(n, jnp.int32), env_params)
+            return state, None
+
+        state, _ = jax.lax.scan(step, state, jax.random.split(key, total_steps // n))
+        return self.params(), state
+
+
+class NaNParams(TinyJaxAgent):
+    def params(self):
+        return {"w": jnp.full(3, jnp.nan)}
+
+
+class NaNAction(TinyJaxAgent):
+    def act(self, params, carry, obs, begin, key):
+        return jnp.float32(jnp.nan), carry
+
+
+class CueKeeperJax(TinyJaxAgent):
+    """Cheats: ignores ``begin`` and keeps the first cue it ever saw in its carry."""
+
+    def remember(self, carry, obs, begin):
+        return jnp.where(carry.sum() > 0, carry, obs[:2])
+
+
+class HangingJaxAct(TinyJaxAgent):
+    def act(self, params, carry, obs, begin, key):
+        time.sleep(3600)  # runs while jit traces act
+        return super().act(params, carry, obs, begin, key)
+
+
+class HangingJaxTrain(TinyJaxAgent):
+    def train(self, key, env, env_params, total_steps):
+        time.sleep(3600)  # runs while jit traces train
+        return super().train(key, env, env_params, total_steps)
+
+
+def tiny_jax(context):
+    return TinyJaxAgent()
+
+
+def nan_params(context):
+    return NaNParams()
+
+
+def nan_action(context):
+    return NaNAction()
+
+
+def cue_keeper_jax(context):
+    return CueKeeperJax()
+
+
+def hanging_jax_act(context):
+    return HangingJaxAct()
+
+
+def hanging_jax_train(context):
+    return HangingJaxTrain()
+
+
+# --- any-framework agents -----------------------------------------------------------------------
+
+
+class CueAgent:
+    """Walks up and turns to the side of the cue it remembers for each environment."""
+
+    def __init__(self, num_envs):
+        self.cue = np.full(num_envs, -1)
+
+    def remember(self, obs, begin):
+        self.cue = np.where(begin, obs[:, 0].astype(int), self.cue)
+
+    def act(self, obs, begin):
+        self.remember(obs, begin)
+        return np.where(self.cue < 0, 0, 2 + self.cue).astype(np.int64)
+
+    def observe(self, action, reward, next_obs, terminated, truncated):
+        pass
+
+
+class CueKeeper(CueAgent):
+    """Cheats: ignores ``begin`` and keeps the first cue each environment ever showed."""
+
+    def remember(self, obs, begin):
+        shown = obs[:, :2].sum(axis=1) > 0
+        self.cue = np.where((self.cue < 0) & shown, obs[:, 0].astype(int), self.cue)
+
+
+class NaNActions(CueAgent):
+    def act(self, obs, begin):
+        return np.full(len(obs), np.nan)
+
+
+class HangsOnSecondAct(CueAgent):
+    calls = 0
+
+    def act(self, obs, begin):
+        self.calls += 1
+        if self.calls == 2:
+            time.sleep(3600)
+        return super().act(obs, begin)
+
+
+def cue_agent(context):
+    return CueAgent(context.num_envs)
+
+
+def cue_keeper(context):
+    return CueKeeper(context.num_envs)
+
+
+def nan_actions(context):
+    return NaNActions(context.num_envs)
+
+
+def hangs_on_second_act(context):
+    return HangsOnSecondAct(context.num_envs)
+
+
+def check(capsys, factory, *flags):
+    """``memgym leaderboard check``: exit status, the failed checks' lines and the whole output."""
+    status = main(["leaderboard", "check", f"{HERE}:{factory}", *flags])
+    out = capsys.readouterr().out
+    failed = [block for block in out.split("FAIL  ")[1:]]
+    return status, failed, out
+
+
+JAX_FLAGS = ("--steps", "64")
+
+# --- 6. NaN ---------------------------------------------------------------------------------------
+
+
+def test_check_reports_nan_parameters_as_nan(capsys):
+    status, failed, out = check(capsys, "nan_params", *JAX_FLAGS)
+    assert status == 1 and len(failed) == 1, out
+    assert "NaN or infinite values" in failed[0] and "['w']" in failed[0]
+    assert "deterministic" not in failed[0].split("\n", 1)[1]  # the explanation, not the check's name
+
+
+def test_check_reports_nan_actions_once(capsys):
+    status, failed, out = check(capsys, "nan_actions")
+    assert status == 1 and len(failed) == 1, out
+    assert "NaN actions" in failed[0]
+    status, failed, out = check(capsys, "nan_action", *JAX_FLAGS)
+    assert status == 1 and len(failed) == 1, out
+    assert "NaN action" in failed[0]
+
+
+# --- 7. begin resets the memory ------------------------------------------------------------------
+
+
+def test_check_catches_a_cue_carried_across_an_episode_start(capsys):
+    status, failed, out = check(capsys, "cue_keeper")
+    assert status == 1 and len(failed) == 1, out
+    assert failed[0].startswith("begin=True resets the memory") and "carries memory across an episode start" in out
+    status, failed, out = check(capsys, "cue_keeper_jax", *JAX_FLAGS)
+    assert status == 1 and len(failed) == 1, out
+    assert failed[0].startswith("begin=True resets the memory") and "carries memory across an episode start" in out
+    # The same agents with an honest memory pass.
+    assert check(capsys, "cue_agent")[0] == 0
+    assert check(capsys, "tiny_jax", *JAX_FLAGS)[0] == 0
+
+
+# --- 8. step timeout ------------------------------------------------------------------------------
+
+
+def test_check_stops_a_hung_call(capsys):
+    started = time.perf_counter()
+    status, failed, out = check(capsys, "hangs_on_second_act", "--step-timeout", "1")
+    assert status == 1 and len(failed) == 1, out
+    assert "act did not return within 1 s (--step-timeout)" in failed[0]
+    status, failed, out = check(capsys, "hanging_jax_train", *JAX_FLAGS, "--step-timeout", "2")
+    assert status == 1 and len(failed) == 1, out
+    assert "train did not return within 2 s (--step-timeout)" in failed[0]
+    status, failed, out = check(capsys, "hanging_jax_act", *JAX_FLAGS, "--step-timeout", "20")  # train compiles
+    assert status == 1 and len(failed) == 1, out
+    assert "act did not return within 20 s (--step-timeout)" in failed[0]
+    assert time.perf_counter() - started < 120
+    assert build_parser().parse_args(["leaderboard", "check", "x:y"]).step_timeout > 0  # a limit by default
+
+
+# --- 9. numeric flags -----------------------------------------------------------------------------
+
+RUN = ["leaderboard", "run", "--agent", "examples.random_agent:factory", "--preset", "smoke"]
+NO_RUN = ["leaderboard", "run", "--agent", "no_such_module:factory", "--preset", "smoke"]  # if parsed, fails at once
+
+
+@pytest.mark.parametrize("argv, flag, allowed", [
+    (NO_RUN + ["--steps", "1e100"], "--steps", "[1, 2,147,483,647]"),
+    (NO_RUN + ["--steps", "2147483648"], "--steps", "int32"),
+    (NO_RUN + ["--steps", "0.5"], "--steps", "[1, 2,147,483,647]"),
+    (NO_RUN + ["--seeds", "1e9"], "--seeds", "[1, 1,000]"),
+    (NO_RUN + ["--eval-episodes", "1001"], "--eval-episodes", "[1, 1,000]"),
+    (NO_RUN + ["--cell-timeout", "inf"], "--cell-timeout", "(0, 1e+06]"),
+    (NO_RUN + ["--cell-timeout", "nan"], "--cell-timeout", "(0, 1e+06]"),
+    (NO_RUN + ["--cell-timeout", "1e100"], "--cell-timeout", "(0, 1e+06]"),
+    (NO_RUN + ["--cell-timeout", "0"], "--cell-timeout", "(0, 1e+06]"),
+    (NO_RUN + ["--gpus-per-task", "-1"], "--gpus-per-task", "[0, 1024]"),
+    (["leaderboard", "check", "x:y", "--steps", "1e100"], "--steps", "[1, 2,147,483,647]"),
+    (["leaderboard", "check", "x:y", "--step-timeout", "-3"], "--step-timeout", "(0, 1e+06]"),
+])
+def test_numeric_flags_are_refused_out_of_range(capsys, argv, flag, allowed):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"{flag} must be" in err and argv[-1] in err and allowed in err
+
+
+def test_largest_values_parse():
+    args = build_parser().parse_args(RUN + ["--steps", "2147483647", "--seeds", "1000", "--eval-episodes", "1e3"])
+    assert (args.steps, args.seeds, args.eval_episodes) == (2**31 - 1, 1000, 1000)
+
+
+@pytest.mark.parametrize("values, message", [
+    ("1e100", "corridor_length must be an integer, got '1e100'"),
+    ("99999", "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 99999"),
+    ("4,4", "a value is named twice"),
+])
+def test_values_are_refused_naming_the_flag(capsys, tmp_path, values, message):
+    assert main(NO_RUN + ["--values", values, "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"--values {values}: {message}" in err
+    assert not (tmp_path / "r").exists()
