@@ -250,6 +250,13 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     budget = track.preset(args.preset, values=values, seeds=args.seeds, total_steps=args.steps,
                           eval_episodes=args.eval_episodes)
     results = args.results or track.results_dir
+    store = track.store(results)
+    try:
+        store.check_writable()
+    except ValueError as error:
+        raise ValueError(f"--results {results}: {error}") from None
+    for path, problem in store.unreadable():
+        print(f"unreadable record, kept and not counted: {path} {problem}", flush=True)
     backend = None
     if args.backend == "ray":
         from memgym.leaderboard.ray_backend import RayBackend

@@ -19,6 +19,14 @@ Each record carries ``schema`` (:data:`SCHEMA_VERSION`), ``status`` (``"ok"`` or
 ``"failed"`` with a ``reason``) and its provenance (:func:`provenance`). Reading
 a record from a newer schema raises instead of misreading it. Runs resume by
 skipping cells that have an ``ok`` result.
+
+A record that cannot be read or lacks what the board needs (bad or truncated
+JSON, a JSON list, a missing or mistyped field) is *unreadable*:
+:meth:`ResultsStore.records` and :meth:`ResultsStore.results` skip it,
+:meth:`ResultsStore.unreadable` lists it with what is wrong, a run treats its
+cell as not done, and the file is kept (its name stays taken: the next result of
+the cell goes to the next free name). Record files get the permissions of any
+file the process creates (``0o666`` less the umask), like the board's files.
 """
 
 from __future__ import annotations
@@ -87,11 +95,19 @@ def _cpu_model() -> str:
 
 
 class ResultsStore:
-    """Cells of one leaderboard under ``root``; a cell's directory is ``<prefix><value>`` (T-Maze: ``L4``)."""
+    """Cells of one leaderboard under ``root``; a cell's directory is ``<prefix><value>`` (T-Maze: ``L4``).
 
-    def __init__(self, root: str | os.PathLike, prefix: str = "L"):
+    ``value_key`` (the record field of the swept value, ``"corridor_length"``), ``values_key`` (the budget's
+    field of its values, ``"corridor_lengths"``) and ``score_key`` (the score's field in ``train`` and
+    ``eval``, ``"success_rate"``), when given, are checked in every record read (:meth:`Track.store
+    <memgym.leaderboard.track.Track.store>` gives them).
+    """
+
+    def __init__(self, root: str | os.PathLike, prefix: str = "L", value_key: str | None = None,
+                 score_key: str | None = None, values_key: str | None = None):
         self.root = Path(root)
         self.prefix = prefix
+        self.value_key, self.values_key, self.score_key = value_key, values_key, score_key
 
     def cell_dir(self, agent: str, value: Any) -> Path:
         return self.root / agent / f"{self.prefix}{value}"
@@ -103,8 +119,8 @@ class ResultsStore:
         return sorted(found, key=lambda p: _result_index(p.name, seed))
 
     def results(self, agent: str, value: Any, seed: int) -> list[dict[str, Any]]:
-        """Every stored result of a cell, oldest first."""
-        return [_load(p) for p in self.paths(agent, value, seed)]
+        """Every readable result of a cell, oldest first (unreadable ones are skipped)."""
+        return [record for record in map(self._read, self.paths(agent, value, seed)) if isinstance(record, dict)]
 
     def finished(self, agent: str, value: Any, seed: int) -> dict[str, Any] | None:
         """The cell's first ``ok`` result, or None."""
@@ -117,6 +133,7 @@ class ResultsStore:
         record = {"schema": SCHEMA_VERSION, **record}
         handle, temporary = tempfile.mkstemp(prefix=".cell-", suffix=".json", dir=folder)
         try:
+            os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0o600; a record is as readable as the board
             with os.fdopen(handle, "w") as file:
                 json.dump(record, file, indent=2, sort_keys=True)
                 file.flush()
@@ -136,9 +153,61 @@ class ResultsStore:
         return final
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every stored result (sorted by path); raises ValueError on a record from a newer schema."""
-        for path in sorted(self.root.glob("*/*/seed*.json")):
-            yield _load(path)
+        """Every readable, well-formed result (sorted by path); raises ValueError on a record from a newer schema.
+
+        The others are listed by :meth:`unreadable`.
+        """
+        for path in self._files():
+            record = self._read(path)
+            if isinstance(record, dict):
+                yield record
+
+    def unreadable(self) -> list[tuple[Path, str]]:
+        """The stored results that :meth:`records` skips, each with what is wrong with it (sorted by path).
+
+        The text reads after the path: ``f"{path} {problem}"`` (``… is not valid JSON (…)``).
+        """
+        return [(path, problem) for path in self._files() if isinstance(problem := self._read(path), str)]
+
+    def check_writable(self) -> None:
+        """``ValueError`` unless results can be stored under ``root`` (an existing writable directory, or a
+        path that can be created): checked before a run trains anything."""
+        root = self.root
+        if root.exists() or root.is_symlink():
+            if not root.is_dir():
+                raise ValueError(f"{root} exists and is not a directory")
+            try:
+                handle, probe = tempfile.mkstemp(prefix=".probe-", dir=root)
+            except OSError as error:
+                raise ValueError(f"{root} is not writable ({error.strerror or error})") from None
+            os.close(handle)
+            os.unlink(probe)
+            return
+        parent = root.absolute().parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"{root} cannot be created: {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(f"{root} cannot be created: {parent} is not writable")
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.root.glob("*/*/seed*.json") if p.is_file())
+
+    def _read(self, path: Path) -> dict[str, Any] | str:
+        """The record at ``path``, or what is wrong with it; ValueError for a record from a newer schema."""
+        try:
+            record = _load(path)
+        except OSError as error:
+            return f"cannot be read ({error.strerror or error})"
+        except UnicodeDecodeError:
+            return "is not UTF-8 text"
+        except json.JSONDecodeError as error:
+            return f"is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}; truncated?)"
+        if isinstance(record, str):
+            return record
+        problem = _problem(record, path, self)
+        return record if problem is None else problem
 
 
 def _result_index(name: str, seed: int) -> int | None:
@@ -152,17 +221,108 @@ def _result_index(name: str, seed: int) -> int | None:
     return None
 
 
-def _load(path: Path) -> dict[str, Any]:
-    with open(path) as file:
+def _load(path: Path) -> dict[str, Any] | str:
+    """The JSON object at ``path`` (``"path"`` added), or what is wrong with its shape; ValueError for a newer
+    schema (it is not misread, and not ignored either: a newer memgym wrote it)."""
+    with open(path, encoding="utf-8") as file:
         record = json.load(file)
+    if not isinstance(record, dict):
+        return f"is a JSON {_JSON_TYPES.get(type(record), type(record).__name__)}, not a record (a JSON object)"
     schema = record.get("schema", 0)
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+    if isinstance(schema, bool) or not isinstance(schema, int):
+        return f"has schema {schema!r}, not an integer"
+    if schema > SCHEMA_VERSION:
         raise ValueError(
             f"{path} was written with results schema {schema!r}, newer than this memgym's {SCHEMA_VERSION}; "
             f"upgrade memgym to read it"
         )
     record["path"] = str(path)
     return record
+
+
+_JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+# Fields every record has; any other top-level field is a track's swept value.
+_COMMON = {"schema", "agent", "agent_info", "tier", "seed", "preset", "status", "reason", "wall_time_s",
+           "provenance", "train", "eval", "path", "version"}
+
+
+def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | None:
+    """What keeps the board from using ``record`` (read from ``path`` in ``store``), or None."""
+    prefix, value_key, values_key, score_key = store.prefix, store.value_key, store.values_key, store.score_key
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and abs(value) != float("inf")
+
+    for name in ("agent", "status", "seed", "preset"):
+        if name not in record:
+            return f"has no {name!r} field"
+    if not isinstance(record["agent"], str) or not record["agent"]:
+        return f"has 'agent' {record['agent']!r}, not an agent name"
+    if record["status"] not in ("ok", "failed"):
+        return f"has 'status' {record['status']!r}, not 'ok' or 'failed'"
+    seed = record["seed"]
+    if not integer(seed) or seed < 0:
+        return f"has 'seed' {seed!r}, not an integer >= 0"
+    if _result_index(path.name, seed) is None:
+        return f"has 'seed' {seed}, which does not match its file name"
+    preset = record["preset"]
+    if not isinstance(preset, dict):
+        return f"has 'preset' {preset!r}, not a JSON object"
+    if not isinstance(preset.get("name"), str):
+        return "has a 'preset' without a 'name'"
+    for name in ("total_steps", "seeds"):
+        if (name in preset or name == "total_steps") and (not integer(preset.get(name)) or preset[name] < 1):
+            return f"has a 'preset' without a positive integer {name!r} (got {preset.get(name)!r})"
+    if values_key is not None and values_key in preset and not isinstance(preset[values_key], list):
+        return f"has a 'preset' whose {values_key!r} is {preset[values_key]!r}, not a list"
+    if "agent_info" in record and not isinstance(record["agent_info"], dict):
+        return "has an 'agent_info' that is not a JSON object"
+    if "version" in record and (not integer(record["version"]) or record["version"] < 1):
+        return f"has 'version' {record['version']!r}, not an integer >= 1"
+    if value_key is not None:
+        folder = path.parent.name
+        if value_key not in record:
+            others = [v for k, v in record.items() if k not in _COMMON and isinstance(v, (int, str))
+                      and not isinstance(v, bool) and folder.endswith(str(v))]
+            if not others:
+                return f"has no {value_key!r} field"
+            return None  # a result of another track, with its own swept value and score: the track refuses it
+        else:
+            value = record[value_key]
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or f"{prefix}{value}" != folder:
+                return f"has {value_key!r} {value!r}, which does not match its directory {folder!r}"
+    if record["status"] == "failed":
+        if not isinstance(record.get("reason", ""), str):
+            return "has a 'reason' that is not a string"
+        return None
+    for part in ("train", "eval"):
+        if not isinstance(record.get(part), dict):
+            return f"is an 'ok' result without a {part!r} object"
+        if score_key is not None and not number(record[part].get(score_key)):
+            return f"has no finite {score_key!r} in its {part!r} (got {record[part].get(score_key)!r})"
+    curve = record["train"].get("curve")
+    if curve is not None and not (isinstance(curve, list) and all(
+            isinstance(point, list) and len(point) == 2 and all(map(number, point)) for point in curve)):
+        return "has a 'train' 'curve' that is not a list of [episodes, score] pairs"
+    return None
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -244,7 +244,8 @@ class Track:
                             parameter_value=value)
 
     def store(self, root: Any) -> ResultsStore:
-        return ResultsStore(root, prefix=self.sweep.short)
+        return ResultsStore(root, prefix=self.sweep.short, value_key=self.sweep.name, values_key=self.sweep.plural,
+                            score_key=self.score.name)
 
     def records(self, store: ResultsStore) -> Iterator[dict[str, Any]]:
         """The store's records; ``ValueError`` for one of another track (each track has its own directory)."""

@@ -1,4 +1,5 @@
-"""`memgym leaderboard check` against hostile agents and the leaderboard flags' ranges, through the command line.
+"""`memgym leaderboard check` against hostile agents, the leaderboard flags' ranges, and the results store's
+handling of unusable directories, corrupt records and file permissions — all through the command line.
 
 The agents below are written as docs/submitting.md says (``factory(context) -> agent``) and named by
 ``tests.leaderboard.test_check_store:<factory>``.
@@ -6,6 +7,9 @@ The agents below are written as docs/submitting.md says (``factory(context) -> a
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 import time
 
 import jax
@@ -14,6 +18,8 @@ import numpy as np
 import pytest
 
 from memgym.cli import build_parser, main
+from memgym.leaderboard.store import ResultsStore
+from memgym.leaderboard.tracks import TMAZE
 
 HERE = "tests.leaderboard.test_check_store"
 
@@ -268,3 +274,122 @@ def test_values_are_refused_naming_the_flag(capsys, tmp_path, values, message):
     err = capsys.readouterr().err
     assert f"--values {values}: {message}" in err
     assert not (tmp_path / "r").exists()
+
+
+# --- 10. --results --------------------------------------------------------------------------------
+
+TINY_RUN = RUN + ["--values", "2", "--seeds", "2", "--steps", "64", "--eval-episodes", "2"]
+
+
+def test_results_that_cannot_hold_results_fail_before_training(capsys, tmp_path):
+    file = tmp_path / "file"
+    file.write_text("not a directory")
+    assert main(TINY_RUN + ["--results", str(file)]) == 2
+    out, err = capsys.readouterr()
+    assert f"--results {file}: {file} exists and is not a directory" in err and "training" not in out
+    assert main(TINY_RUN + ["--results", str(file / "below")]) == 2
+    out, err = capsys.readouterr()
+    assert f"{file} is not a directory" in err and "training" not in out
+    assert file.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_results_that_are_not_writable_fail_before_training(capsys, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert main(TINY_RUN + ["--results", str(locked)]) == 2
+        out, err = capsys.readouterr()
+        assert "is not writable" in err and "training" not in out
+    finally:
+        locked.chmod(0o700)
+
+
+# --- 11. corrupt records --------------------------------------------------------------------------
+
+OK = {"agent": "a:f", "status": "ok", "corridor_length": 2, "seed": 0,
+      "preset": {"name": "smoke", "corridor_lengths": [2], "seeds": 1, "total_steps": 64},
+      "train": {"success_rate": 0.5, "curve": [[1, 1], [2, 0]]}, "eval": {"success_rate": 0.25}}
+
+
+def test_store_lists_unreadable_records_and_yields_the_others(tmp_path):
+    store = TMAZE.store(tmp_path)
+    good = store.write("a_f", 2, 0, OK)
+    failed = store.write("a_f", 2, 1, {**OK, "seed": 1, "status": "failed", "reason": "boom"})
+    folder = store.cell_dir("a_f", 2)
+    broken = {
+        "seed2.json": json.dumps(OK)[:40],
+        "seed3.json": "[1, 2]",
+        "seed4.json": json.dumps({k: v for k, v in {**OK, "seed": 4}.items() if k != "agent"}),
+        "seed5.json": json.dumps({**OK, "seed": 5, "eval": {}}),
+        "seed6.json": json.dumps({**OK, "seed": 6, "corridor_length": 3}),
+        "seed7.json": json.dumps({k: v for k, v in {**OK, "seed": 7}.items() if k != "corridor_length"}),
+        "seed8.json": json.dumps({**OK, "seed": 9}),
+        "seed10.json": json.dumps({**OK, "seed": 10, "preset": [1]}),
+        "seed11.json": json.dumps({**OK, "seed": 11, "train": {"success_rate": 0.5, "curve": 3}}),
+        "seed12.json": b"\xff\xfe",
+    }
+    for name, text in broken.items():
+        (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert [r["path"] for r in store.records()] == [str(good), str(failed)]
+    problems = {path.name: problem for path, problem in store.unreadable()}
+    assert set(problems) == set(broken)
+    assert problems["seed2.json"].startswith("is not valid JSON (") and "truncated" in problems["seed2.json"]
+    assert problems["seed3.json"] == "is a JSON list, not a record (a JSON object)"
+    assert problems["seed4.json"] == "has no 'agent' field"
+    assert problems["seed5.json"] == "has no finite 'success_rate' in its 'eval' (got None)"
+    assert problems["seed6.json"] == "has 'corridor_length' 3, which does not match its directory 'L2'"
+    assert problems["seed7.json"] == "has no 'corridor_length' field"
+    assert problems["seed8.json"] == "has 'seed' 9, which does not match its file name"
+    assert problems["seed10.json"].startswith("has 'preset' [1], not a JSON object")
+    assert "'curve'" in problems["seed11.json"]
+    assert problems["seed12.json"] == "is not UTF-8 text"
+    assert [r["status"] for r in store.results("a_f", 2, 2)] == []  # a cell with only a corrupt record
+    assert store.finished("a_f", 2, 2) is None
+    assert store.write("a_f", 2, 2, {**OK, "seed": 2}).name == "seed2.r1.json"  # the corrupt name stays taken
+    assert (folder / "seed2.json").read_text() == broken["seed2.json"]
+
+
+def test_run_resumes_past_a_corrupt_record_and_show_lists_nothing_bogus(capsys, tmp_path):
+    results = tmp_path / "results"
+    assert main(TINY_RUN + ["--results", str(results)]) == 0
+    folder = results / "examples.random_agent_factory" / "L2"
+    corrupt, kept = folder / "seed0.json", folder / "seed1.json"
+    corrupt.write_text(corrupt.read_text()[:100])  # a truncated record
+    truncated, valid = corrupt.read_bytes(), kept.read_bytes()
+    capsys.readouterr()
+    assert main(TINY_RUN + ["--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert f"unreadable record, kept and not counted: {corrupt} is not valid JSON" in out
+    assert corrupt.read_bytes() == truncated and kept.read_bytes() == valid  # neither touched
+    assert sorted(p.name for p in folder.iterdir()) == ["seed0.json", "seed0.r1.json", "seed1.json"]
+    rerun = json.loads((folder / "seed0.r1.json").read_text())
+    assert rerun["status"] == "ok" and rerun["seed"] == 0
+    # Records that are JSON but not usable do not break show or report either.
+    (folder / "seed0.r2.json").write_text("[]")
+    (folder / "seed1.r1.json").write_text(json.dumps({**json.loads(valid), "eval": None}))
+    assert main(["leaderboard", "show", "--results", str(results)]) == 0
+    assert main(["leaderboard", "report", "--results", str(results), "--out", str(tmp_path / "site")]) == 0
+    assert "examples.random_agent:factory" in capsys.readouterr().out
+    assert [p.name for p, _ in TMAZE.store(results).unreadable()] == ["seed0.json", "seed0.r2.json", "seed1.r1.json"]
+
+
+# --- 12. permissions ------------------------------------------------------------------------------
+
+
+def test_records_get_the_permissions_of_the_board_files(capsys, tmp_path):
+    previous = os.umask(0o022)
+    try:
+        assert main(TINY_RUN + ["--results", str(tmp_path)]) == 0
+    finally:
+        os.umask(previous)
+    record = tmp_path / "examples.random_agent_factory" / "L2" / "seed0.json"
+    mode = stat.S_IMODE(record.stat().st_mode)
+    assert mode == 0o644 == stat.S_IMODE((tmp_path / "LEADERBOARD.md").stat().st_mode)
+    previous = os.umask(0o077)
+    try:
+        path = ResultsStore(tmp_path / "private").write("a_f", 2, 0, OK)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # the umask is honoured, not overridden

@@ -9,19 +9,28 @@ import pytest
 from memgym.leaderboard.store import SCHEMA_VERSION, ResultsStore, provenance
 
 
+def cell(seed: int = 0, status: str = "ok", **fields) -> dict:
+    """A well-formed record of a cell (the store skips records that lack what the board needs)."""
+    record = {"agent": "a:f", "seed": seed, "status": status, "corridor_length": 120,
+              "preset": {"name": "tiny", "total_steps": 10}, **fields}
+    if status == "ok":
+        record = {"train": {"success_rate": 0.0}, "eval": {"success_rate": 0.0}, **record}
+    return record
+
+
 def test_results_are_appended_never_overwritten(tmp_path):
     store = ResultsStore(tmp_path)
-    first = store.write("agent", 120, 0, {"status": "failed", "reason": "boom"})
+    first = store.write("agent", 120, 0, cell(status="failed", reason="boom"))
     assert first.name == "seed0.json" and store.finished("agent", 120, 0) is None
-    second = store.write("agent", 120, 0, {"status": "ok", "eval": {"success_rate": 0.5}})
-    third = store.write("agent", 120, 0, {"status": "ok", "eval": {"success_rate": 1.0}})
+    second = store.write("agent", 120, 0, cell(eval={"success_rate": 0.5}))
+    third = store.write("agent", 120, 0, cell(eval={"success_rate": 1.0}))
     assert (second.name, third.name) == ("seed0.r1.json", "seed0.r2.json")
     assert json.loads(first.read_text())["reason"] == "boom"  # the failure is kept
     assert store.finished("agent", 120, 0)["eval"]["success_rate"] == 0.5  # the first ok result counts
     assert [r["status"] for r in store.results("agent", 120, 0)] == ["failed", "ok", "ok"]
     assert all(r["schema"] == SCHEMA_VERSION for r in store.records())
-    store.write("agent", 120, 1, {"status": "ok"})
-    store.write("agent", 140, 0, {"status": "ok"})
+    store.write("agent", 120, 1, cell(1))
+    store.write("agent", 140, 0, cell(corridor_length=140))
     assert len(store.paths("agent", 120, 1)) == 1 and len(list(store.records())) == 5
     assert not [p for p in tmp_path.rglob(".cell-*")]  # no temporary files left
 
