@@ -27,6 +27,7 @@ import numpy as np
 
 from memgym.leaderboard.cells import (CURVE_POINTS, NUM_ENVS, CellFailure, Task, cell_record, describe_agent,
                                       describe_code, failure_reason)
+from memgym.leaderboard import progress
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
 
@@ -76,8 +77,11 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
     curve = np.zeros((CURVE_POINTS, 2), np.int64 if score.counted else np.float64)  # [episodes, score sum]
     window_start = budget.total_steps - budget.train_window
     steps_per_point = -(-budget.total_steps // CURVE_POINTS)
+    report_every = max(1, budget.total_steps // num_envs // 100)
     try:
-        for _ in range(budget.total_steps // num_envs):
+        for step in range(budget.total_steps // num_envs):
+            if step and step % report_every == 0:
+                progress.in_flight(totals["steps"])
             action = _checked_actions(agent.act(obs, begin), num_envs, num_actions, deadline)
             next_obs, reward, terminated, truncated, info = envs.step(action)
             done = terminated | truncated

@@ -15,7 +15,10 @@ outside the action space, in training (counted by the ``ScoredEnv``) or in
 evaluation, fails the cell.
 
 A compiled call cannot be pre-empted, so a task that took longer than
-``cell_timeout`` per cell is recorded as failed when it returns.
+``cell_timeout`` per cell is recorded as failed when it returns. While it
+trains, the ``ScoredEnv`` reports the steps taken from inside the compiled call
+(see :mod:`~memgym.leaderboard.scoring`), which :func:`progress.in_flight
+<memgym.leaderboard.progress.in_flight>` passes on to the run's progress line.
 """
 
 from __future__ import annotations
@@ -109,9 +112,10 @@ class JaxCells:
         devices = jax.local_devices()
         padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
         inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
-        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs))
+        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs), progress=True)
         params = dataclasses.replace(
-            one, window_start=jnp.full(len(padded), one.window_start), curve_step=jnp.full(len(padded), one.curve_step)
+            one, window_start=jnp.full(len(padded), one.window_start), curve_step=jnp.full(len(padded), one.curve_step),
+            progress_step=jnp.full(len(padded), one.progress_step),
         )
         keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in padded])
         eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in padded])
@@ -130,12 +134,15 @@ class JaxCells:
         """
         import jax
 
-        from memgym.leaderboard.scoring import counters
+        from memgym.leaderboard import progress
+        from memgym.leaderboard.scoring import counters, progress_sink
 
         budget, score = self.budget, self.track.score
         num_actions = self.track.spaces()[1].n
         keys, params, inner, eval_keys, policy_keys = self.batch(cells)
-        policy_params, env_state = self.train(keys, params)
+        share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
+        with progress_sink(lambda steps: progress.in_flight(steps * share)):
+            policy_params, env_state = jax.block_until_ready(self.train(keys, params))
         evaluated = self.evaluate(policy_params, inner, eval_keys, policy_keys)
         success, returns, lengths, invalid = (np.asarray(x) for x in evaluated)
         out: list[tuple[dict, dict] | str] = []

@@ -3,19 +3,49 @@
 A ``rich`` bar on a terminal (when ``rich`` is installed and the log is
 ``print``), plain lines otherwise; each finished task also prints one line with
 its mean training and evaluation score, or each failed cell's reason.
+
+While a task trains, :func:`in_flight` passes on how many environment steps it
+has taken (the JAX tier reports them from inside its compiled call): the bar
+moves, and in plain lines the task's share done, the steps per second and the
+ETA of the run are printed at every tenth of the task, and at least every
+:data:`QUIET_SECONDS` while reports come in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from memgym.leaderboard.cells import Task
 from memgym.leaderboard.track import Track
+
+
+QUIET_SECONDS = 30.0  # the longest a training task goes without a progress line while reports come in
+
+_LISTENER: list[Callable[[float], None] | None] = [None]
+
+
+@contextlib.contextmanager
+def listening(listener: Callable[[float], None]) -> Iterator[None]:
+    """While open, :func:`in_flight` reports go to ``listener`` (:meth:`Progress.training` in a run)."""
+    previous, _LISTENER[0] = _LISTENER[0], listener
+    try:
+        yield
+    finally:
+        _LISTENER[0] = previous
+
+
+def in_flight(steps: float) -> None:
+    """The running task has taken ``steps`` environment steps (all its cells together); any thread may call it."""
+    listener = _LISTENER[0]
+    if listener is not None:
+        listener(steps)
 
 
 class Progress:
@@ -25,6 +55,10 @@ class Progress:
         self.total, self.steps_per_cell, self.log, self.track = total_cells, steps_per_cell, log, track
         self.done = self.failed = 0
         self.started = time.perf_counter()
+        self._task: Task | None = None
+        self._training = 0.0  # steps the running task has taken
+        self._shown = (0, 0.0)  # (tenths of the running task, time) of its last in-flight line
+        self._lock = threading.Lock()
         self._bar = None
         if log is print and sys.stdout.isatty():
             try:
@@ -37,7 +71,7 @@ class Progress:
                     rich_progress.TextColumn("{task.fields[rate]}"), rich_progress.TimeElapsedColumn(),
                     rich_progress.TextColumn("ETA"), rich_progress.TimeRemainingColumn(),
                 )
-                self._task = self._bar.add_task("cells", total=total_cells, rate="")
+                self._bar_task = self._bar.add_task("cells", total=total_cells, rate="")
                 self._bar.start()
 
     def message(self, line: str) -> None:
@@ -46,8 +80,40 @@ class Progress:
         else:
             self.log(line)
 
+    def start(self, task: Task) -> None:
+        """``task`` begins (local backend: the in-flight reports that follow are its own)."""
+        with self._lock:
+            self._task, self._training, self._shown = task, 0.0, (0, time.perf_counter())
+
+    def training(self, steps: float) -> None:
+        """The running task has taken ``steps`` environment steps (reported from inside its training)."""
+        with self._lock:
+            task = self._task
+            if task is None:
+                return
+            planned = len(task.cells) * self.steps_per_cell
+            steps = min(float(steps), planned)
+            self._training = steps
+            now = time.perf_counter()
+            elapsed = now - self.started
+            done_steps = self.done * self.steps_per_cell + steps
+            rate = done_steps / max(elapsed, 1e-9)
+            eta = (self.total * self.steps_per_cell - done_steps) / rate if rate > 0 else math.inf
+            if self._bar is not None:
+                self._bar.update(self._bar_task, completed=self.done + steps / self.steps_per_cell,
+                                 rate=f"{rate:,.0f} steps/s")
+                return
+            tenths = int(10 * steps / planned) if planned else 10
+            if tenths <= self._shown[0] and now - self._shown[1] < QUIET_SECONDS:
+                return
+            self._shown = (tenths, now)
+        self.log(f"{task.describe()}: training {100 * steps / max(planned, 1):.0f}% ({steps:,.0f}/{planned:,} steps) "
+                 f"| {rate:,.0f} steps/s | elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
+
     def advance(self, task: Task, records: list[dict]) -> None:
         score, sweep = self.track.score, self.track.sweep
+        with self._lock:
+            self._task = None
         self.done += len(records)
         failed = [r for r in records if r["status"] != "ok"]
         self.failed += len(failed)
@@ -66,7 +132,7 @@ class Progress:
                   f"{f', {self.failed} failed' if self.failed else ''} | {rate:,.0f} steps/s | "
                   f"elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, rate=f"{rate:,.0f} steps/s")
+            self._bar.update(self._bar_task, completed=self.done, rate=f"{rate:,.0f} steps/s")
         else:
             self.log(status)
 

@@ -30,7 +30,7 @@ from typing import Any
 from memgym.leaderboard import any_tier, jax_tier
 from memgym.leaderboard.cells import Task, cell_record, describe_code
 from memgym.leaderboard.planning import plan
-from memgym.leaderboard.progress import Progress
+from memgym.leaderboard.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.track import Preset, Track
@@ -66,15 +66,17 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     progress = Progress(sum(len(t.cells) for t in tasks), budget.total_steps, log, track)
 
     def started(task: Task) -> None:
+        progress.start(task)
         if task.reason is None:
             progress.message(f"{task.describe()}: training for {budget.total_steps:,} steps per cell "
                              f"({task.kind} tier) ...")
 
     try:
-        for task, records in backend.map(tasks, budget, cell_timeout, started):
-            for record in records:
-                store.write(agent_id(task.spec), record[track.sweep.name], record["seed"], record)
-            progress.advance(task, records)
+        with listening(progress.training):  # in-flight reports of the task running in this process
+            for task, records in backend.map(tasks, budget, cell_timeout, started):
+                for record in records:
+                    store.write(agent_id(task.spec), record[track.sweep.name], record["seed"], record)
+                progress.advance(task, records)
     finally:
         progress.close()
     return store

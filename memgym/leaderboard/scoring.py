@@ -16,6 +16,17 @@ counts are also binned by each environment's step count into
 the action space (out of range, fractional or NaN) are counted, so the harness
 can fail a cell whose agent emits invalid actions.
 
+**Progress from inside the compiled run.** With ``progress_step`` set in its
+params, ``ScoredEnv.step`` reports the steps taken so far to the host (a
+``jax.debug.callback`` inside a ``lax.cond``, so nothing runs in between) each
+time an environment completes a multiple of ``progress_step`` steps. Under
+``vmap`` — the agent's over its environments, the harness's over cells — the
+report is a :func:`jax.custom_batching.custom_vmap` whose batching rule
+aggregates the batch (any environment due; steps summed) before the ``cond``,
+so a lockstep batch makes one report per period, not one per environment, and
+the predicate stays a real branch instead of a ``select`` that would run the
+callback at every step. The host side is :func:`progress_sink`.
+
 :func:`evaluate_jax` plays ``N`` evaluation episodes with a JAX-tier policy on
 fixed reset keys (the same for every agent), one episode per stream, all in one
 ``vmap``, reading each episode's return and length from
@@ -24,7 +35,9 @@ fixed reset keys (the same for every agent), one episode per stream, all in one
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -37,12 +50,14 @@ from memgym.leaderboard.cells import CURVE_POINTS
 
 @dataclasses.dataclass(frozen=True)
 class ScoredParams:
-    """Inner params, ``window_start`` (the per-environment step from which episodes are scored)
-    and ``curve_step`` (per-environment steps per learning-curve bin)."""
+    """Inner params, ``window_start`` (the per-environment step from which episodes are scored),
+    ``curve_step`` (per-environment steps per learning-curve bin) and ``progress_step`` (report the
+    steps taken to :func:`progress_sink` every this many steps of an environment; None: never)."""
 
     inner: Any
     window_start: jax.Array
     curve_step: jax.Array
+    progress_step: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,18 +76,58 @@ class ScoredState:
 
 
 COUNTERS = ("steps", "episodes", "successes", "window_episodes", "window_successes", "invalid_actions")
-jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start", "curve_step"], meta_fields=[])
+jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start", "curve_step", "progress_step"],
+                                 meta_fields=[])
+PROGRESS_REPORTS = 100  # reports per training run (every 1% of an environment's steps)
 jax.tree_util.register_dataclass(
     ScoredState, data_fields=["inner", *COUNTERS, "curve_episodes", "curve_successes"], meta_fields=[]
 )
 
 
-def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int) -> ScoredParams:
-    """Params for a run of ``total_steps`` over ``num_envs`` lockstep environments."""
+def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int,
+                  progress: bool = False) -> ScoredParams:
+    """Params for a run of ``total_steps`` over ``num_envs`` lockstep environments (``progress``: report
+    the steps taken :data:`PROGRESS_REPORTS` times)."""
     per_env = max(1, total_steps // num_envs)
     window_start = max(0, (total_steps - train_window) // num_envs)
+    every = jnp.asarray(max(1, per_env // PROGRESS_REPORTS), jnp.int32) if progress else None
     return ScoredParams(inner, jnp.asarray(window_start, jnp.int32),
-                        jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32))
+                        jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32), every)
+
+
+_SINK: list[Callable[[float], None] | None] = [None]
+
+
+@contextlib.contextmanager
+def progress_sink(sink: Callable[[float], None]) -> Iterator[None]:
+    """While open, ``sink(steps)`` receives the progress reports of :class:`ScoredEnv` (the steps taken so
+    far, summed over every environment of the compiled call), on whatever thread runs the callback."""
+    previous, _SINK[0] = _SINK[0], sink
+    try:
+        yield
+    finally:
+        _SINK[0] = previous
+
+
+def _emit(steps) -> None:
+    sink = _SINK[0]
+    if sink is not None:
+        sink(float(steps))
+
+
+@jax.custom_batching.custom_vmap
+def _report(due: jax.Array, steps: jax.Array) -> jax.Array:
+    """Send ``steps`` to the host when ``due`` (a real branch: nothing runs otherwise)."""
+    jax.lax.cond(due, lambda: jax.debug.callback(_emit, steps), lambda: None)
+    return due
+
+
+@_report.def_vmap
+def _report_batched(axis_size: int, in_batched: Sequence[bool], due: jax.Array, steps: jax.Array):
+    """One report for the batch: due if any member is, the members' steps summed."""
+    due_batched, steps_batched = in_batched
+    _report(jnp.any(due) if due_batched else due, jnp.sum(steps) if steps_batched else steps * axis_size)
+    return due, due_batched
 
 
 class ScoredEnv(StatefulWrapper[ScoredParams, ScoredState]):
@@ -91,7 +146,7 @@ class ScoredEnv(StatefulWrapper[ScoredParams, ScoredState]):
 
     def default_params(self, **overrides: Any) -> ScoredParams:
         return ScoredParams(self.inner.default_params(**overrides), jnp.zeros((), jnp.int32),
-                            jnp.ones((), jnp.int32))
+                            jnp.ones((), jnp.int32))  # no progress reports
 
     def init(self, inner_state: Any, params: ScoredParams) -> ScoredState:
         zero, bins = jnp.zeros((), jnp.int32), jnp.zeros(CURVE_POINTS, jnp.int32)
@@ -115,6 +170,8 @@ class ScoredEnv(StatefulWrapper[ScoredParams, ScoredState]):
             curve_episodes=state.curve_episodes.at[point].add(done.astype(jnp.int32)),
             curve_successes=state.curve_successes.at[point].add(success.astype(jnp.int32)),
         )
+        if params.progress_step is not None:
+            _report(counted.steps % params.progress_step == 0, counted.steps.astype(jnp.float32))
         return counted, info
 
 

@@ -266,3 +266,49 @@ def test_a_store_of_the_previous_memgym_loads_shows_and_resumes(tmp_path, capsys
     assert main(run) == 0 and "all 2 seeds stored, skipping" in capsys.readouterr().out
     write_agent(tmp_path, monkeypatch, turn=3, name="integrity_old_agent")
     assert main(run) == 2 and "its code changed" in capsys.readouterr().err
+
+
+# --- 13. progress of long JAX-tier tasks ---------------------------------------------------------
+
+
+def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path):
+    budget = Preset("tiny", (4,), seeds=2, total_steps=40_000, train_window=1000, eval_episodes=4,
+                    max_episode_steps=40)
+    lines: list[str] = []
+    runner.run([f"{AGENTS}:random_turn"], budget, tmp_path, log=lines.append)
+    finished = next(i for i, line in enumerate(lines) if line.startswith("cells 2/2"))
+    in_flight = [line for line in lines[:finished] if ": training " in line and "% (" in line]
+    assert in_flight, lines
+    assert all("steps/s" in line and "ETA" in line for line in in_flight)
+    assert in_flight[0].startswith(f"[{AGENTS}:random_turn] L=4 seeds [0, 1]: training ")
+    # the reports count the steps of both seeds' environments together, up to the task's 80,000 steps
+    done = [float(line.split("(")[1].split("/")[0].replace(",", "")) for line in in_flight]
+    assert done == sorted(done) and 0 < done[-1] <= 80_000 and any(d > 40_000 for d in done)
+
+
+SHARDED = """
+import sys
+from memgym.leaderboard import runner
+from memgym.leaderboard.track import Preset
+budget = Preset("tiny", (4, 8), seeds=1, total_steps=40_000, train_window=1000, eval_episodes=4, max_episode_steps=40)
+runner.run(["tests.leaderboard.agents_for_tests:random_turn"], budget, sys.argv[1], log=print)
+"""
+
+
+def test_progress_of_a_batch_sharded_over_devices(tmp_path):
+    """Four CPU devices: one whole-grid batch (2 cells, padded to 4), sharded; the reports aggregate the batch."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", SHARDED, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=600, cwd=os.getcwd())
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    finished = next(i for i, line in enumerate(lines) if line.startswith("cells 2/2"))
+    in_flight = [line for line in lines[:finished] if ": training " in line and "% (" in line]
+    assert in_flight, lines
+    done = [float(line.split("(")[1].split("/")[0].replace(",", "")) for line in in_flight]
+    assert 0 < done[-1] <= 80_000 and any(d > 40_000 for d in done)  # the padding copies are not counted
+    assert all(r["status"] == "ok" for r in ResultsStore(tmp_path).records())
