@@ -104,7 +104,8 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
         })
     entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
     failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
-    return {"entries": entries, "failures": failed}
+    unreadable = [{"path": str(path), "problem": problem} for path, problem in store.unreadable()]
+    return {"entries": entries, "failures": failed, "unreadable": unreadable}
 
 
 def _result_order(record: dict[str, Any]) -> tuple[int, str]:
@@ -182,6 +183,12 @@ def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE) 
             reason = f["reason"].replace("|", "\\|")
             lines.append(f"| `{f['agent']}` | {f['preset']} | {f[sweep.name]} | {f['seed']} | "
                          f"{f['attempts']} | {reason} |")
+    if board.get("unreadable"):
+        lines += ["", "## Unreadable records", "", "Kept in the store, not counted on the board.", "",
+                  "| record | what is wrong |", "|---|---|"]
+        for u in board["unreadable"]:
+            problem = u["problem"].replace("|", "\\|")
+            lines.append(f"| `{u['path']}` | {problem} |")
     if images:
         lines += ["", f"![{track.score.label} by {sweep.name.replace('_', ' ')}](success_by_length.png)", "",
                   "![learning curves](learning_curves.png)"]
@@ -210,6 +217,14 @@ def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMA
         for f in board["failures"]:
             cells = (f["agent"], f["preset"], f[track.sweep.name], f["seed"], f["attempts"], f["reason"])
             parts.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        parts.append("</table>")
+    if board.get("unreadable"):
+        parts.append("<h2>Unreadable records</h2>")
+        parts.append("<p>Kept in the store, not counted on the board.</p>")
+        parts.append('<table border="1">')
+        parts.append("<tr><th>record</th><th>what is wrong</th></tr>")
+        for u in board["unreadable"]:
+            parts.append(f"<tr><td>{escape(u['path'])}</td><td>{escape(u['problem'])}</td></tr>")
         parts.append("</table>")
     for image in images:
         parts.append(f'<p><img src="{escape(image)}" alt="{escape(image[:-4].replace("_", " "))}"></p>')
@@ -301,7 +316,7 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike | None = Non
     regenerated from the stored cells every time.
     """
     board = build_board(track.store(results), track)
-    if not board["entries"] and not board["failures"]:
+    if not board["entries"] and not board["failures"] and not board["unreadable"]:
         raise ValueError(f"no results stored under {results}; run `memgym leaderboard run` first")
     out = Path(out or results)
     out.mkdir(parents=True, exist_ok=True)

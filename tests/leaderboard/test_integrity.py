@@ -312,3 +312,25 @@ def test_progress_of_a_batch_sharded_over_devices(tmp_path):
     done = [float(line.split("(")[1].split("/")[0].replace(",", "")) for line in in_flight]
     assert 0 < done[-1] <= 80_000 and any(d > 40_000 for d in done)  # the padding copies are not counted
     assert all(r["status"] == "ok" for r in ResultsStore(tmp_path).records())
+
+
+# --- 11 (display). unreadable records ------------------------------------------------------------
+
+
+def test_show_and_report_list_unreadable_records(tmp_path, capsys):
+    spec = "examples.numpy_agent:factory"
+    results = tmp_path / "results"
+    assert main(["leaderboard", "run", "--agent", spec, "--results", str(results), *SMALL]) == 0
+    torn = results / "examples.numpy_agent_factory" / "L3" / "seed1.json"
+    torn.write_text(torn.read_text()[:40])  # a torn record
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--results", str(results)]) == 0
+    shown = capsys.readouterr().out
+    assert "## Unreadable records" in shown
+    (line,) = [line for line in shown.splitlines() if str(torn) in line]
+    assert "is not valid JSON" in line
+    assert table_row(shown, spec)[3] == "3/4 incomplete"  # its cell is missing from the board
+    assert main(["leaderboard", "report", "--results", str(results), "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "<h2>Unreadable records</h2>" in page and str(torn) in page
+    assert json.loads((tmp_path / "site" / "board.json").read_text())["unreadable"][0]["path"] == str(torn)
