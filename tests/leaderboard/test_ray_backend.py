@@ -161,5 +161,5 @@ def test_cli_reports_bad_ray_setup_before_running(tmp_path):
          "--backend", "ray", "--gpus-per-task", "-1", "--results", str(tmp_path / "r")],
         capture_output=True, text=True, timeout=120,
     )
-    assert out.returncode == 2 and "num_gpus per task must be >= 0, got num_gpus=-1" in out.stderr
+    assert out.returncode == 2 and "--gpus-per-task must be a number >= 0, got gpus_per_task=-1" in out.stderr
     assert not (tmp_path / "r").exists()
