@@ -24,7 +24,8 @@ from memgym.agents.returns import (
     generalized_advantage_reference,
     next_values,
 )
-from memgym.buffers.rollout import Rollout, flatten
+from memgym.buffers.rollout import flatten
+from tests.buffers.test_rollout import E, T, random_rollout
 
 SETTINGS = settings(max_examples=30, deadline=None)
 LENGTHS = st.sampled_from([1, 2, 7, 33, 80])  # a few tape lengths: each one compiles once
@@ -145,34 +146,7 @@ def test_bad_input():
         discounted_return(reward, terminated[:5], truncated, next_value, 0.9)
 
 
-# --- on rollouts ------------------------------------------------------------------------------
-
-E, T, OBS = 3, 17, 4
-
-
-def random_rollout(seed: int) -> tuple[Rollout, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    end = rng.random((E, T)) < 0.15
-    terminated = end & (rng.random((E, T)) < 0.5)
-    truncated = end & ~terminated
-    begin = np.zeros((E, T), bool)
-    begin[:, 1:] = end[:, :-1]
-    rollout = Rollout(
-        obs=jnp.asarray(rng.normal(size=(E, T, OBS)), jnp.float32),
-        begin=jnp.asarray(begin),
-        action=jnp.asarray(rng.integers(0, 4, (E, T))),
-        reward=jnp.asarray(rng.normal(size=(E, T)), jnp.float32),
-        terminated=jnp.asarray(terminated),
-        truncated=jnp.asarray(truncated),
-        value=jnp.zeros((E, T)),
-        log_prob=jnp.zeros((E, T)),
-        final_value=jnp.asarray(np.where(truncated, rng.normal(size=(E, T)), 0.0), jnp.float32),
-        carry=jnp.zeros((E, 2)),
-        next_obs=jnp.asarray(rng.normal(size=(E, OBS)), jnp.float32),
-        next_begin=jnp.asarray(end[:, -1]),
-    )
-    values = rng.normal(size=(E, T + 1)).astype(np.float32)
-    return rollout, values
+# --- on rollouts (tests.buffers.test_rollout.random_rollout) ----------------------------------
 
 
 def test_next_values_bootstrap_from_final_value_on_truncation():
