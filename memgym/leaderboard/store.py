@@ -83,15 +83,20 @@ def provenance() -> dict[str, Any]:
     return info
 
 
-def _cpu_model() -> str:
+def _proc_value(path: str, key: str) -> str | None:
+    """The value of the first ``key: value`` line of a /proc file, or None where there is none."""
     try:
-        with open("/proc/cpuinfo") as file:
+        with open(path) as file:
             for line in file:
-                if line.startswith("model name"):
+                if line.startswith(key):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return None
+
+
+def _cpu_model() -> str:
+    return _proc_value("/proc/cpuinfo", "model name") or platform.processor() or "unknown"
 
 
 class ResultsStore:
@@ -313,13 +318,9 @@ def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | N
 
 def _umask() -> int:
     """The process's umask (read without changing it where /proc tells it)."""
-    try:
-        with open("/proc/self/status") as file:
-            for line in file:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    value = _proc_value("/proc/self/status", "Umask:")
+    if value and value.isdigit():
+        return int(value, 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
