@@ -272,11 +272,7 @@ class DQNConfig(_Schedule):
                 f"total_steps={self.total_steps} is less than one update "
                 f"(num_envs × steps_per_update = {self.env_steps_per_update})"
             )
-        # Each environment keeps its own replay (a tape, or rows of segments).
-        if self.batching == "tape" and self.batch_size % self.num_envs:
-            raise ValueError(
-                f"batch_size={self.batch_size} must be a multiple of num_envs={self.num_envs} (one tape each)"
-            )
+        # Each environment keeps its own replay (a tape, or rows of segments); a batch draws from all of them.
         if self.batching == "segment" and self.batch_size % self.segment_length:
             raise ValueError(
                 f"batch_size={self.batch_size} must be a multiple of segment_length={self.segment_length}"

@@ -45,11 +45,12 @@ worker") of ``buffer_size // num_envs`` transitions, or one
 segment_length`` rows — and, once ``learning_starts`` environment steps are done,
 takes one gradient step on ``batch_size`` sampled transitions.
 
-Sampling is the replays' ``sample_stacked``: TBB draws ``batch_size // num_envs``
-transitions from each tape and treats the concatenation as one tape; SBB draws
-``batch_size // segment_length`` segments uniformly from the union of every
-environment's rows (eq. 26–27 stack all segments into one dataset), so it only
-needs ``segment_length`` to divide ``batch_size``.
+Sampling is the replays' ``sample_stacked``: TBB draws whole episodes uniformly
+from the stored episodes of all tapes and concatenates them into one tape of
+``batch_size`` transitions (Alg. 5; only the last one is cut, so an episode no longer
+than ``batch_size`` is seen whole); SBB draws ``batch_size // segment_length``
+segments uniformly from the union of every environment's rows (eq. 26–27 stack all
+segments into one dataset), so it only needs ``segment_length`` to divide ``batch_size``.
 
 :class:`DQNTrainer` is a :class:`~memgym.agents.trainer.BaseTrainer`: it writes the
 ε-greedy policy step and the learning step (replay, double-DQN update, target);

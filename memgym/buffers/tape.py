@@ -51,7 +51,8 @@ O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
 
 Several independent tapes (one per worker/environment, §5.1: "keep one D, I per
 worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_stacked`
-samples a batch from all of them.
+samples a batch from all of them: episodes are drawn uniformly among every tape's
+stored episodes, so a batch is the same Alg. 5 draw as from one tape holding them all.
 """
 
 from __future__ import annotations
@@ -390,15 +391,54 @@ class TapeReplay:
           drawn i.i.d., so some repeat (a batch may repeat episodes at any size, only more
           so here); on an empty tape the result is meaningless (all-zero data). Check
           :meth:`can_sample` (something stored) or ``state.size >= batch_size`` yourself.
+
+        The one-tape case of :meth:`sample_stacked`.
         """
+        return self.sample_stacked(jax.tree.map(lambda x: x[None], state), key, batch_size)
+
+    def sample_stacked(self, states: TapeState, key: jax.Array, batch_size: int) -> Batch:
+        """Alg. 5 over ``k`` tapes stacked by ``jax.vmap`` (one per worker): episodes drawn from all of them.
+
+        The ``k`` tapes together hold ``N = Σ num_episodes`` episodes; ``batch_size``
+        draws pick episodes uniformly (i.i.d.) among all ``N``, whichever tape holds
+        them, and lay them end to end until exactly ``batch_size`` transitions; only
+        the last episode reached is cut. So every transition of every stored episode
+        no longer than ``batch_size`` can be sampled, as in the paper, whatever the
+        number of tapes. An episode longer than ``batch_size`` is sampled from its
+        start only: its transitions from position ``batch_size`` on never reach a
+        batch (use a ``batch_size`` at least the longest episode; T-Maze episodes of
+        corridor length L last at least L steps).
+
+        Errors as :meth:`sample`, with the total stored over all tapes in place of
+        ``state.size``. Cost O(``batch_size`` + k): only the drawn episodes' bounds
+        are read from the index.
+        """
+        count = states.begin.shape[0] if states.begin.ndim == 2 else 0
+        if count < 1:
+            raise ValueError("sample_stacked needs stacked TapeStates (leading axis: one tape per worker)")
         check_positive(batch_size=batch_size)
-        if is_concrete(state.size) and batch_size > int(state.size):
-            raise ValueError(f"batch_size={batch_size} exceeds the {int(state.size)} stored transitions")
+        if is_concrete(states.size):
+            stored = int(np.asarray(states.size).sum())
+            if batch_size > stored:
+                where = "" if count == 1 else f" in {count} tapes"
+                raise ValueError(f"batch_size={batch_size} exceeds the {stored} stored transitions{where}")
+        episodes = states.num_episodes  # [k]
+        ends = jnp.cumsum(episodes)
         # batch_size draws always suffice: every episode has at least one transition.
-        drawn = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.num_episodes, 1))
-        start_ring, start = self._episode_start(state, drawn)
-        lengths = self._episode_end(state, drawn) - start
-        # Lay the drawn episodes end to end: the k-th begins at batch position ``first[k]``.
+        drawn = jax.random.randint(key, (batch_size,), 0, jnp.maximum(ends[-1], 1))
+        tape = jnp.minimum(jnp.searchsorted(ends, drawn, side="right"), count - 1)
+        episode = drawn - (ends[tape] - episodes[tape])
+
+        def start_of(index: jax.Array) -> tuple[jax.Array, jax.Array]:
+            """``(ring, logical)`` start of stored episode ``index`` of each drawn tape (see ``_episode_start``)."""
+            ring = states.starts[tape, (states.first_episode[tape] + index) % self.capacity]
+            return ring, (ring - states.head[tape]) % self.capacity
+
+        start_ring, start = start_of(episode)
+        _, following = start_of(episode + 1)
+        end = jnp.where(episode + 1 < episodes[tape], following, states.size[tape])
+        lengths = end - start
+        # Lay the drawn episodes end to end: the j-th begins at batch position ``first[j]``.
         # Marking those positions and counting the marks up to each position tells which
         # drawn episode every position belongs to (O(B), no search); episodes that begin
         # at or past ``batch_size`` are not reached and their marks are dropped.
@@ -407,29 +447,5 @@ class TapeReplay:
         which = jnp.cumsum(marks) - 1
         offset = jnp.arange(batch_size) - first[which]
         ring = (start_ring[which] + offset) % self.capacity
-        data = jax.tree.map(lambda x: x[ring], state.data)
+        data = jax.tree.map(lambda x: x[tape[which], ring], states.data)
         return Batch(data=data, begin=offset == 0, mask=jnp.ones(batch_size, bool))
-
-    def sample_stacked(self, states: TapeState, key: jax.Array, batch_size: int) -> Batch:
-        """Sample from ``k`` vmapped tapes: ``batch_size // k`` transitions from each, concatenated.
-
-        Eagerly, raises ``ValueError`` if a tape stores fewer than ``batch_size // k``
-        transitions; under ``jit`` that check is skipped (see :meth:`sample`).
-        """
-        count = states.begin.shape[0] if states.begin.ndim == 2 else 0
-        if count < 1:
-            raise ValueError("sample_stacked needs stacked TapeStates (leading axis: one tape per worker)")
-        check_positive(batch_size=batch_size)
-        if batch_size % count:
-            raise ValueError(f"batch_size={batch_size} must be a multiple of the number of tapes ({count})")
-        if is_concrete(states.size):
-            sizes = np.asarray(states.size)
-            if batch_size // count > sizes.min():
-                tape = int(sizes.argmin())
-                raise ValueError(
-                    f"batch_size={batch_size} exceeds the stored transitions: it takes {batch_size // count} from "
-                    f"each of the {count} tapes, but tape {tape} stores {int(sizes[tape])}"
-                )
-        keys = jax.random.split(key, count)
-        batches = jax.vmap(lambda s, k: self.sample(s, k, batch_size // count))(states, keys)
-        return jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batches)

@@ -177,7 +177,6 @@ def test_learns_tmaze_with_tbb_vmapped_over_corridor_lengths():
         (dict(epsilon_fraction=0.0), "epsilon_fraction"),
         (dict(learning_starts=-1), "learning_starts"),
         (dict(total_steps=4), "total_steps"),
-        (dict(batch_size=30), "batch_size"),  # tape: not a multiple of num_envs
         (dict(batching="segment", batch_size=36, segment_length=8), "batch_size"),
         (dict(buffer_size=4), "buffer_size"),
         (dict(batching="segment", buffer_size=16, segment_length=8), "buffer_size"),

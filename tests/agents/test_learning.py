@@ -81,7 +81,9 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
 
     Every step scores ±1/51, so a random policy returns −0.5 on average and a perfect one 1.0;
     only a memory of the first observation does better than −0.5. Rewards do not depend on
-    later steps, so a short discount (γ = 0.5) suffices and speeds up learning.
+    later steps, so a short discount (γ = 0.5) suffices and speeds up learning. TBB batches are
+    whole episodes (monoid paper Alg. 5), so the memory must hold the first card for all 51
+    steps: a 32-slot FFM does (an 8-slot one learned only when batches held episode beginnings).
     """
     pytest.importorskip("popgym")
     import gymnasium as gym
@@ -90,8 +92,8 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     from memgym.agents.host import HostLoop
 
     config = DQNConfig(
-        memory="ffm", memory_config=json.dumps({"features": 32, "memory_size": 8, "context_size": 4}),
-        batching="tape", num_envs=8, steps_per_update=1, total_steps=24_000, batch_size=128, buffer_size=16_000,
+        memory="ffm", memory_config=json.dumps({"features": 32, "memory_size": 32, "context_size": 4}),
+        batching="tape", num_envs=8, steps_per_update=1, total_steps=24_000, batch_size=256, buffer_size=16_000,
         learning_starts=1_000, learning_rate=3e-3, gamma=0.5, target_rate=0.95, epsilon_fraction=0.3,
         head_width=64,
     )

@@ -203,12 +203,10 @@ def test_tapes_vmap_one_per_worker():
         ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step
         begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0)
         states = add(states, ids, begin)
-    batch = jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 30)
-    assert batch.data.shape == (30,)
-    for w, part in enumerate(np.asarray(batch.data).reshape(workers, 10)):
-        assert set(((part % 100) // ADD).tolist()) == {w}  # each part comes from its own tape
-    with pytest.raises(ValueError, match="multiple of the number of tapes"):
-        tape.sample_stacked(states, jax.random.key(0), 31)
+    batch = jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 31)
+    assert batch.data.shape == (31,)  # any batch size: episodes are drawn across the tapes
+    stored = {int(i) for i in np.asarray(states.data).reshape(-1)}
+    assert {int(i) for i in np.asarray(batch.data)} <= stored
 
 
 # --- SBB ---------------------------------------------------------------------------------------
@@ -401,7 +399,7 @@ def test_sample_stacked_batch_size_above_stored():
     states = jax.vmap(lambda _: tape.init(jnp.int32(0)))(jnp.arange(2))
     states = jax.vmap(tape.add)(states, jnp.arange(8).reshape(2, 4), jnp.ones((2, 4), bool).at[1, 2:].set(False))
     assert tape.sample_stacked(states, jax.random.key(0), 8).data.shape == (8,)
-    with pytest.raises(ValueError, match="batch_size=10 exceeds the stored transitions: it takes 5 from each"):
+    with pytest.raises(ValueError, match="batch_size=10 exceeds the 8 stored transitions in 2 tapes"):
         tape.sample_stacked(states, jax.random.key(0), 10)
     assert jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 10).data.shape == (10,)
 
@@ -472,3 +470,81 @@ def test_mismatched_tree_structure(kind, jit):
         add(state, tuple(transitions(4).values()), begin)
     with pytest.raises(ValueError, match="tree structure"):
         add(state, jnp.ones((4, 3)), begin)
+
+
+# --- TBB over many tapes: Alg. 5 across all stored episodes ---------------------------------------
+
+
+def _fill_tapes(lengths_per_tape: list[list[int]], capacity: int):
+    """Stacked tapes holding episodes of the given lengths; each transition's id encodes (tape, episode, step).
+
+    Returns the buffer, the stacked states and ``{episode id: length}`` of every stored episode
+    (a short tape gets one more episode so that every tape adds the same number of transitions).
+    """
+    width = max(sum(lengths) for lengths in lengths_per_tape)
+    ids = np.zeros((len(lengths_per_tape), width), np.int32)
+    begin = np.zeros((len(lengths_per_tape), width), bool)
+    stored: dict[int, int] = {}
+    for k, lengths in enumerate(lengths_per_tape):
+        position = 0
+        for e, n in enumerate(lengths + ([width - sum(lengths)] if sum(lengths) < width else [])):
+            episode = k * 1_000 + e
+            ids[k, position:position + n] = episode * 10_000 + np.arange(n)
+            begin[k, position] = True
+            stored[episode] = n
+            position += n
+    buffer = TapeReplay(capacity)
+    states = jax.vmap(lambda _: buffer.init(jnp.int32(0)))(jnp.arange(len(lengths_per_tape)))
+    return buffer, jax.vmap(buffer.add)(states, jnp.asarray(ids), jnp.asarray(begin)), stored
+
+
+def test_tbb_samples_the_tail_of_long_episodes():
+    """8 tapes of 415-step episodes, B = 1000: every step index 0 … 414 is sampled (the old split never passed 124)."""
+    buffer, states, _ = _fill_tapes([[415, 415]] * 8, capacity=830)
+    sample = jax.jit(buffer.sample_stacked, static_argnums=2)
+    seen = np.zeros(415, bool)
+    for i in range(20):
+        batch = sample(states, jax.random.key(i), 1000)
+        steps = np.asarray(batch.data) % 10_000
+        seen[steps] = True
+        begin = np.asarray(batch.begin)
+        assert begin[0] and np.array_equal(begin, steps == 0)
+    assert seen.all(), f"never sampled step indices {np.flatnonzero(~seen)[:10]}"
+
+
+@SETTINGS
+@given(
+    lengths=st.lists(st.lists(st.integers(1, 12), min_size=1, max_size=6), min_size=1, max_size=5),
+    batch_size=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+)
+def test_tbb_stacked_rows_are_stored_transitions_of_whole_episodes(lengths, batch_size, seed):
+    """Every sampled row is a stored transition; rows follow their episode step by step from its start
+    (begin flags exactly at episode starts), and only the last episode of the batch is cut."""
+    buffer, states, stored = _fill_tapes(lengths, capacity=80)
+    batch_size = min(batch_size, sum(stored.values()))
+    batch = buffer.sample_stacked(states, jax.random.key(seed), batch_size)
+    ids, begin = np.asarray(batch.data), np.asarray(batch.begin)
+    episode_of, step = ids // 10_000, ids % 10_000
+    assert all(e in stored and s < stored[e] for e, s in zip(episode_of.tolist(), step.tolist()))
+    assert begin[0] and np.array_equal(begin, step == 0)
+    for i in range(1, batch_size):
+        if not begin[i]:  # continues the previous row's episode
+            assert episode_of[i] == episode_of[i - 1] and step[i] == step[i - 1] + 1
+        else:  # the previous episode was laid down whole
+            assert step[i - 1] == stored[int(episode_of[i - 1])] - 1
+
+
+def test_tbb_stacked_draws_episodes_uniformly_across_tapes():
+    """Each stored episode starts a batch segment equally often, whatever tape it is on and however many
+    episodes that tape holds (one tape with 5 episodes, one with 2 of different lengths)."""
+    buffer, states, _ = _fill_tapes([[3, 3, 3, 3, 3], [3]], capacity=15)
+    sample = jax.jit(buffer.sample_stacked, static_argnums=2)
+    counts: dict[int, int] = {}
+    for i in range(300):
+        batch = sample(states, jax.random.key(i), 3)  # the first drawn episode starts every batch
+        first = int(np.asarray(batch.data)[0]) // 10_000
+        counts[first] = counts.get(first, 0) + 1
+    assert len(counts) == 7  # 5 + (3 and the 12-step padding episode)
+    frequencies = np.array(list(counts.values())) / 300
+    assert np.all(np.abs(frequencies - 1 / 7) < 0.07), counts  # 0.07 is 3.5 sd of a binomial(300, 1/7)
