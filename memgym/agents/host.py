@@ -1,19 +1,27 @@
-"""The host loop: any trainer's jitted policy and learning steps on a Gymnasium vector env.
+"""Host-side training: any trainer, jitted, on environments that step outside JAX.
 
 For environments that are not written in JAX (POPGym, Memory Maze, any user
 env) the environment steps on the host while acting (the trainer's policy step,
 jitted, once per vector step) and learning (the trainer's jitted
 :meth:`~memgym.agents.trainer.BaseTrainer.learn_update`) stay compiled.
-:class:`HostLoop` is the one host collector: it records every step exactly like
-the functional collector (:meth:`~memgym.agents.trainer.BaseTrainer.collect`) —
-the same record fields, the same random keys per step (so the same actions for
-the same environment outcomes) — and keeps episode statistics with the same
-helper as :class:`~memgym.envs.functional.EpisodeStatistics`
-(:func:`~memgym.envs.functional.track_episodes`), so every algorithm trains on
-both without code of its own. The vector env must use
-``AutoresetMode.SAME_STEP`` (the observation returned with an episode's end is
-already the next episode's first one, the finished episode's last observation
-is in ``info["final_obs"]``).
+
+* :class:`HostAgent` is a trainer behind the leaderboard's any-framework
+  protocol (``act(obs, begin)`` / ``observe(action, reward, next_obs,
+  terminated, truncated)``, see :mod:`memgym.leaderboard.protocol`): whoever
+  steps the environments calls it, and it learns every ``steps_per_update``
+  steps. It records every step exactly like the functional collector
+  (:meth:`~memgym.agents.trainer.BaseTrainer.collect`) — the same record fields,
+  the same random keys per step (so the same actions for the same environment
+  outcomes) — so every algorithm trains on it without code of its own. After
+  ``total_steps`` training steps it acts with the trainer's evaluation policy
+  (:meth:`~memgym.agents.trainer.BaseTrainer.act`, e.g. greedy for DQN).
+* :class:`HostLoop` steps a Gymnasium vector env for a :class:`HostAgent` and
+  keeps episode statistics with the same helper as
+  :class:`~memgym.envs.functional.EpisodeStatistics`
+  (:func:`~memgym.envs.functional.track_episodes`). The vector env must use
+  ``AutoresetMode.SAME_STEP`` (the observation returned with an episode's end is
+  already the next episode's first one, the finished episode's last observation
+  is in ``info["final_obs"]``).
 """
 
 from __future__ import annotations
@@ -27,8 +35,156 @@ import numpy as np
 
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec, ObservationLayout
-from memgym.agents.trainer import BaseTrainer, Trajectory
+from memgym.agents.trainer import BaseTrainer, Trajectory, broadcast
 from memgym.envs.functional import track_episodes
+
+
+class HostAgent:
+    """``trainer`` as an any-framework agent for ``config.num_envs`` host environments (module docstring).
+
+    Args:
+        trainer: any trainer; built from the environments' :class:`~memgym.agents.spec.EnvSpec`
+            (:meth:`for_config`) or from a functional env with the same observation layout.
+        observation_space: of one environment (how observations are flattened for the network).
+        seed: seeds the parameters and the policy's randomness.
+        total_steps: environment steps (over all environments) of training, after which
+            :meth:`act` uses the evaluation policy; None: always the training policy.
+
+    ``state`` (a :class:`~memgym.agents.trainer.TrainState`) exists from the first
+    :meth:`act` (or :meth:`start`) on.
+    """
+
+    def __init__(self, trainer: BaseTrainer, observation_space: gym.Space, seed: int = 0,
+                 total_steps: int | None = None):
+        self.trainer, self.total_steps = trainer, total_steps
+        self.layout = ObservationLayout(observation_space)
+        self.num_envs = trainer.config.num_envs
+
+        def policy(acting, carry, obs, begin, key):
+            key, policy_keys, _ = trainer.step_keys(key)  # the host env draws its own randomness
+            action, carry, fields = trainer.policy_step(acting, carry, obs, begin, policy_keys)
+            return key, action, carry, fields
+
+        def bootstrap(acting, carry, obs, cut):
+            return {k: jnp.where(cut, v, 0.0) for k, v in trainer.bootstrap(acting, carry, obs).items()}
+
+        def evaluate(params, carry, obs, begin, key):
+            keys = jax.random.split(key, obs.shape[0] + 1)
+            action, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, 0))(params, carry, obs, begin, keys[1:])
+            return keys[0], action, carry
+
+        self._policy = jax.jit(policy)
+        self._bootstrap = jax.jit(bootstrap)
+        self._evaluate = jax.jit(evaluate)
+        self._learn = jax.jit(trainer.learn_update)
+        self._seed = seed
+        self.state = None
+        self.steps = 0  # training steps observed, over all environments
+        self._records: list[dict[str, np.ndarray]] = []
+        self._acting: Any = None
+        self._acting_metrics: dict[str, Any] = {}
+        self._segment_carry: Any = None
+        self._pending: tuple | None = None  # (obs, begin, action, fields, next carry) of the step acted on
+        self._no_bootstrap: dict[str, np.ndarray] | None = None  # bootstrap fields of a step without truncations
+        self._eval: tuple | None = None  # (carry, key) of the evaluation policy
+
+    @classmethod
+    def for_config(cls, config: Any, observation_space: gym.Space, action_space: gym.Space, seed: int = 0,
+                   total_steps: int | None = None) -> HostAgent:
+        """The agent of ``config`` (:func:`memgym.agents.registry.make_trainer`) for environments with these spaces."""
+        from memgym.agents.registry import make_trainer
+
+        spec = EnvSpec.from_spaces(observation_space, action_space)
+        return cls(make_trainer(config, spec), observation_space, seed=seed, total_steps=total_steps)
+
+    @property
+    def evaluating(self) -> bool:
+        """Whether the training budget is spent (:meth:`act` then uses the evaluation policy)."""
+        return self.total_steps is not None and self.steps >= self.total_steps
+
+    def start(self, obs: Any) -> None:
+        """A fresh run whose environments were reset to ``obs`` (``[num_envs, ...]``)."""
+        key, key_params, _ = jax.random.split(jax.random.key(self._seed), 3)  # as Trainer.init
+        self.state = self.trainer.start(key, key_params, jnp.asarray(self.layout.flatten(obs)))
+
+    # --- the any-framework protocol ------------------------------------------------------------------
+
+    def act(self, obs: Any, begin: np.ndarray) -> np.ndarray:
+        """Actions ``[N]`` for observations ``[N, ...]`` (``begin``: an episode's first observation)."""
+        flat, begin = jnp.asarray(self.layout.flatten(obs)), jnp.asarray(begin, bool)
+        if self.state is None:
+            self.start(obs)
+        if self.evaluating:
+            if self._eval is None or jax.tree.leaves(self._eval[0])[0].shape[0] != flat.shape[0]:
+                self._eval = (broadcast(self.trainer.initialize_carry(), flat.shape[0]), jax.random.key(self._seed + 1))
+            carry, key = self._eval
+            key, action, carry = self._evaluate(self.state.params, carry, flat, begin, key)
+            self._eval = (carry, key)
+            return np.asarray(action)
+        return np.asarray(self.step(flat, begin))
+
+    def observe(self, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> dict | None:
+        """Record the step (``next_obs``: the true next observation, the last one where an episode ended)
+        and learn once ``steps_per_update`` steps are recorded; that update's metrics, else None."""
+        if self.evaluating:
+            return None
+        self.record(reward, self.layout.flatten(next_obs), terminated, truncated)
+        if len(self._records) < self.trainer.config.steps_per_update:
+            return None
+        return self.learn()
+
+    # --- the pieces ------------------------------------------------------------------------------------
+
+    def step(self, obs: jax.Array, begin: jax.Array) -> jax.Array:
+        """The training policy on flattened ``obs``; the step waits for :meth:`record`."""
+        if self._pending is not None:
+            raise RuntimeError("act was called twice without observe in between")
+        state = self.state
+        if not self._records:  # a new segment: act with this update's acting parameters
+            if self._acting is None:
+                self._acting, self._acting_metrics = self.trainer.acting(state)
+            self._segment_carry = state.carry
+        key, action, next_carry, fields = self._policy(self._acting, state.carry, obs, begin, state.key)
+        self.state = state.replace(obs=obs, begin=begin, key=key)
+        self._pending = (obs, begin, action, fields, next_carry)
+        return action
+
+    def record(self, reward: Any, next_obs: np.ndarray, terminated: Any, truncated: Any) -> None:
+        """Store the pending step with its outcome (``next_obs`` flattened, the true next observation)."""
+        if self._pending is None:
+            raise RuntimeError("observe was called without act before it")
+        obs, begin, action, fields, next_carry = self._pending
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        cut = truncated & ~terminated
+        if cut.any():
+            fields = dict(fields, **self._bootstrap(self._acting, next_carry, jnp.asarray(next_obs), jnp.asarray(cut)))
+        else:  # the same fields, all zero, without a network call
+            if self._no_bootstrap is None:
+                shapes = jax.eval_shape(self.trainer.bootstrap, self._acting, next_carry, jnp.asarray(next_obs))
+                self._no_bootstrap = {k: np.zeros(s.shape, s.dtype) for k, s in shapes.items()}
+            fields = dict(fields, **self._no_bootstrap)
+        self._records.append(dict(obs=obs, begin=begin, action=action, reward=np.asarray(reward),
+                                  terminated=terminated, truncated=truncated, next_obs=next_obs, **fields))
+        self.state = self.state.replace(carry=next_carry)
+        self._pending = None
+        self.steps += self.num_envs
+
+    def trajectory(self) -> Trajectory:
+        """The recorded segment as the functional collector's :class:`Trajectory` (``[E, T]``); clears it."""
+        steps = {name: jnp.asarray(np.stack([np.asarray(r[name]) for r in self._records], axis=1))
+                 for name in self._records[0]}
+        steps["reward"] = steps["reward"].astype(jnp.float32)
+        self._records = []
+        return Trajectory(steps=steps, carry=self._segment_carry)
+
+    def learn(self) -> dict[str, Any]:
+        """The trainer's learning step on the recorded segment; its metrics as Python numbers."""
+        acting_metrics = self._acting_metrics
+        self.state, metrics = self._learn(self.state, self.trajectory())
+        self._acting, self._acting_metrics = None, {}
+        metrics = {k: float(v) for k, v in {**acting_metrics, **metrics}.items()}
+        metrics["env_steps"] = int(metrics["env_steps"])
+        return metrics
 
 
 class HostLoop:
@@ -36,7 +192,7 @@ class HostLoop:
 
     ``trainer`` may be built from an :class:`~memgym.agents.spec.EnvSpec` of the envs'
     spaces (:meth:`for_config` does that) or from any functional environment with the
-    same observation layout and actions.
+    same observation layout and actions. ``agent`` is its :class:`HostAgent`.
     """
 
     def __init__(self, trainer: BaseTrainer, envs: gym.vector.VectorEnv, seed: int = 0):
@@ -50,25 +206,11 @@ class HostLoop:
             raise ValueError(f"envs' spec {spec} does not match the trainer's {trainer.spec}; "
                              "build the trainer with HostLoop.for_config(config, envs)")
         self.trainer, self.envs = trainer, envs
-        self.layout = ObservationLayout(envs.single_observation_space)
-
-        def policy(acting, carry, obs, begin, key):
-            key, policy_keys, _ = trainer.step_keys(key)  # the vector env draws its own randomness
-            action, carry, fields = trainer.policy_step(acting, carry, obs, begin, policy_keys)
-            return key, action, carry, fields
-
-        def bootstrap(acting, carry, obs, cut):
-            return {k: jnp.where(cut, v, 0.0) for k, v in trainer.bootstrap(acting, carry, obs).items()}
-
-        self._policy = jax.jit(policy)
-        self._bootstrap = jax.jit(bootstrap)
-        self._learn = jax.jit(trainer.learn_update)
-        key, key_params, _ = jax.random.split(jax.random.key(seed), 3)  # as Trainer.init; envs reset themselves
-        obs, _ = envs.reset(seed=seed)
-        self.state = trainer.start(key, key_params, jnp.asarray(self.layout.flatten(obs)))
+        self.agent = HostAgent(trainer, envs.single_observation_space, seed=seed)
+        self._obs, _ = envs.reset(seed=seed)  # the envs reset themselves
+        self.agent.start(self._obs)
         self.episode_return = np.zeros(config.num_envs)
         self.episode_length = np.zeros(config.num_envs, int)
-        self._no_bootstrap: dict[str, np.ndarray] | None = None  # bootstrap fields of a step without truncations
 
     @classmethod
     def for_config(cls, config: Any, envs: gym.vector.VectorEnv, seed: int = 0) -> HostLoop:
@@ -78,50 +220,42 @@ class HostLoop:
         spec = EnvSpec.from_spaces(envs.single_observation_space, envs.single_action_space)
         return cls(make_trainer(config, spec), envs, seed=seed)
 
+    @property
+    def state(self):
+        """The run's :class:`~memgym.agents.trainer.TrainState`."""
+        return self.agent.state
+
     def collect(self, acting: Any) -> tuple[Trajectory, dict[str, Any]]:
-        """``config.steps_per_update`` vector steps: the trajectory (as the functional collector's) and the
-        summed statistics of the episodes that finished."""
-        trainer, state = self.trainer, self.state
-        num_envs = trainer.config.num_envs
-        records: list[dict[str, np.ndarray]] = []
+        """``config.steps_per_update`` vector steps acting with ``acting``: the trajectory (as the functional
+        collector's) and the summed statistics of the episodes that finished."""
+        self.agent._acting = acting
+        stats = self._steps()
+        return self.agent.trajectory(), stats
+
+    def update(self) -> dict[str, Any]:
+        """One update: collect on the host, then the trainer's jitted learning step; this update's metrics."""
+        stats = self._steps()
+        return dict(stats, **self.agent.learn())
+
+    def _steps(self) -> dict[str, Any]:
+        """Step the envs ``steps_per_update`` times with the agent recording; the finished episodes' sums."""
+        agent, layout, num_envs = self.agent, self.agent.layout, self.trainer.config.num_envs
         stats: dict[str, Any] = dict(episodes=0, successes=0, return_sum=0.0, length_sum=0)
-        obs, begin, carry, key = state.obs, state.begin, state.carry, state.key
-        for _ in range(trainer.config.steps_per_update):
-            key, action, next_carry, fields = self._policy(acting, carry, obs, begin, key)
-            next_obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
+        begin = np.asarray(agent.state.begin)
+        for _ in range(self.trainer.config.steps_per_update):
+            action = agent.step(jnp.asarray(layout.flatten(self._obs)), jnp.asarray(begin))
+            self._obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
             done = terminated | truncated
-            flat_next = self.layout.flatten(next_obs)
-            final_obs = flat_next.copy()  # the true next observation, also where an episode ended
+            final_obs = layout.flatten(self._obs).copy()  # the true next observation, also where an episode ended
             for i in np.flatnonzero(done):
-                final_obs[i] = self.layout.flatten_one(info["final_obs"][i])
-            cut = truncated & ~terminated
-            if cut.any():
-                fields.update(self._bootstrap(acting, next_carry, jnp.asarray(final_obs), jnp.asarray(cut)))
-            else:  # the same fields, all zero, without a network call
-                if self._no_bootstrap is None:
-                    shapes = jax.eval_shape(trainer.bootstrap, acting, next_carry, jnp.asarray(final_obs))
-                    self._no_bootstrap = {k: np.zeros(s.shape, s.dtype) for k, s in shapes.items()}
-                fields.update(self._no_bootstrap)
+                final_obs[i] = layout.flatten_one(info["final_obs"][i])
+            agent.record(reward, final_obs, terminated, truncated)
             success = info.get("final_info", {}).get("success", np.zeros(num_envs, bool))
             episode, self.episode_return, self.episode_length = track_episodes(
                 self.episode_return, self.episode_length, reward, terminated, truncated, np.asarray(success, bool)
             )
             for name, total in episode_sums(episode).items():
                 stats[name] += total.item()
-            records.append(dict(obs=obs, begin=begin, action=action, reward=reward, terminated=terminated,
-                                truncated=truncated, next_obs=final_obs, **fields))
-            obs, begin, carry = jnp.asarray(flat_next), jnp.asarray(done), next_carry
-        steps = {name: jnp.asarray(np.stack([np.asarray(r[name]) for r in records], axis=1))  # [E, T]
-                 for name in records[0]}
-        steps["reward"] = steps["reward"].astype(jnp.float32)
-        self.state = state.replace(obs=obs, begin=begin, carry=carry, key=key)
-        return Trajectory(steps=steps, carry=state.carry), stats
-
-    def update(self) -> dict[str, Any]:
-        """One update: collect on the host, then the trainer's jitted learning step; this update's metrics."""
-        acting, acting_metrics = self.trainer.acting(self.state)
-        trajectory, stats = self.collect(acting)
-        self.state, metrics = self._learn(self.state, trajectory)
-        metrics = {k: float(v) for k, v in {**acting_metrics, **metrics}.items()}
-        metrics["env_steps"] = int(metrics["env_steps"])
-        return dict(stats, **metrics)
+            begin = done
+        agent.state = agent.state.replace(obs=jnp.asarray(layout.flatten(self._obs)), begin=jnp.asarray(begin))
+        return stats
