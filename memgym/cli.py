@@ -334,6 +334,46 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
 TRAIN_FIXED = {"algorithm", "total_steps", "memory"}  # set by --agent, --steps, --memory
 
 
+def _segment_lengths(text: str) -> list[int]:
+    lengths = []
+    for value in _values(text):
+        if not value.isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(f"expected positive whole segment lengths such as 10,20, got {text!r}")
+        lengths.append(int(value))
+    return lengths
+
+
+def cmd_experiment_run(args: argparse.Namespace) -> int:
+    from memgym.experiments import tbb_vs_sbb
+
+    study = tbb_vs_sbb.make_study(args.preset, tasks=args.tasks, models=args.models,
+                                  segment_lengths=args.segment_lengths, seeds=args.seeds, total_steps=args.steps,
+                                  eval_episodes=args.eval_episodes, sensitivity=not args.no_sensitivity)
+    results = tbb_vs_sbb.run(study, args.results, log=lambda line: print(line, flush=True),
+                             cell_timeout=args.cell_timeout, new_version=args.new_version)
+    written = tbb_vs_sbb.write_report(results, args.out)
+    print(written["markdown"].read_text())
+    print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def cmd_experiment_report(args: argparse.Namespace) -> int:
+    from memgym.experiments import tbb_vs_sbb
+
+    written = tbb_vs_sbb.write_report(args.results, args.out)
+    print(written["markdown"].read_text())
+    print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def cmd_experiment_list(args: argparse.Namespace) -> int:
+    from memgym.experiments import tbb_vs_sbb
+
+    for study in tbb_vs_sbb.STUDIES.values():
+        print(f"{study.name}: {study.description}")
+    return 0
+
+
 def _config_fields(cls) -> list:
     import dataclasses
 
@@ -510,6 +550,40 @@ def build_parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=cmd_leaderboard_check)
     lst = board_sub.add_parser("list", help="registered agents, tracks and presets")
     lst.set_defaults(func=cmd_leaderboard_list)
+
+    experiment = sub.add_parser("experiment", help="run a study of the papers (tbb-vs-sbb: the monoid paper §6)")
+    studies = experiment.add_subparsers(dest="experiment", required=True)
+    tbb = studies.add_parser("tbb-vs-sbb", help="recurrent DQN with tape- vs segment-based batching on POPGym "
+                                                "(monoid paper Fig. 3, 5-6, Table 1)")
+    tbb_sub = tbb.add_subparsers(dest="experiment_command", required=True)
+    results_help = "results directory (resumes if it exists; default: tbb-vs-sbb-results)"
+    out_help = "report directory (default: the results directory)"
+    erun = tbb_sub.add_parser("run", help="train and evaluate the grid (results stored, never overwritten), "
+                                          "then write the report")
+    erun.add_argument("--preset", default="smoke", help="smoke (a CPU, minutes) | paper (GPU); see `list`")
+    erun.add_argument("--results", default=None, help=results_help)
+    erun.add_argument("--out", default=None, help=out_help)
+    erun.add_argument("--tasks", type=_values, default=None,
+                      help="POPGym tasks (Easy), e.g. RepeatFirst,CountRecall (default: the preset's)")
+    erun.add_argument("--models", type=_values, default=None, help="memory models of ffm,s5,lru,linattn")
+    erun.add_argument("--segment-lengths", type=_segment_lengths, default=None, help="SBB segment lengths, e.g. 10,50")
+    erun.add_argument("--seeds", type=_bounded("--seeds"), default=None, help="training seeds per cell (1-1000)")
+    erun.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps per cell, e.g. 1e5")
+    erun.add_argument("--eval-episodes", type=_bounded("--eval-episodes"), default=None,
+                      help="evaluation episodes per cell (1-1000)")
+    erun.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
+                      help="wall-clock limit per cell; a slower cell is recorded as failed")
+    erun.add_argument("--no-sensitivity", action="store_true", help="skip the Fig. 3 gradient analysis")
+    erun.add_argument("--new-version", action="store_true",
+                      help="record the cells of agents whose code changed since their cells were stored as a new "
+                           "version instead of refusing")
+    erun.set_defaults(func=cmd_experiment_run)
+    erep = tbb_sub.add_parser("report", help="write REPORT.md, study.json and the plots from stored results")
+    erep.add_argument("--results", default="tbb-vs-sbb-results", help=results_help)
+    erep.add_argument("--out", default=None, help=out_help)
+    erep.set_defaults(func=cmd_experiment_report)
+    elist = tbb_sub.add_parser("list", help="the presets")
+    elist.set_defaults(func=cmd_experiment_list)
     return parser
 
 

@@ -1,0 +1,550 @@
+"""Tape-based vs segment-based batching for recurrent DQN: the monoid paper's study (§6) as one command.
+
+    memgym experiment tbb-vs-sbb run --preset smoke      # a few minutes on a 2-core CPU
+    memgym experiment tbb-vs-sbb run --preset paper      # the paper's grid, meant for a GPU machine
+
+The grid is the paper's: double DQN (:mod:`memgym.agents.dqn`, Alg. 1 for TBB,
+Alg. 2 for SBB) with each memory model — FFM, S5, LRU and the linear transformer
+in the paper's own form (eq. 9–13, ``linear_attention_monoid``) — on four POPGym
+tasks (RepeatFirst, RepeatPrevious, CountRecall, PositionOnlyCartPole; Easy),
+trained with TBB and with SBB at segment lengths ``L`` ∈ {10, 20, 50, 100}, the
+same hyperparameters and seeds for every batching. Each (model, batching) pair
+is one agent of the leaderboard harness (a :class:`~memgym.agents.host.HostAgent`
+in the any-framework tier), so training, the greedy evaluation on fixed
+episodes, failures, resuming and provenance are the harness's, and the results
+go to the same append-only store (:func:`memgym.leaderboard.runner.run`).
+
+The report (:func:`write_report`) gives
+
+* **Fig. 5–6**: per (task, model, batching), the mean evaluation return over
+  seeds with its 95% bootstrap interval (POPGym returns lie in [−1, 1]), as a
+  table and a plot;
+* **Table 1**: wall-clock time per cell (training and evaluation), mean and
+  standard deviation per batching;
+* **Fig. 3 / eq. 36**: the observation sensitivity ``|∂Q(s_n, a_n)/∂o_i|`` at the
+  last step of RepeatPrevious episodes for a policy trained with TBB and one
+  trained with SBB (:func:`observation_sensitivity`), and the share of it that
+  comes from observations older than the segment length — the part SBB's
+  truncated gradient cannot train.
+
+Agents are named ``<module>:<size>_<model>_<batching>``, e.g.
+``memgym.experiments.tbb_vs_sbb:small_ffm_sbb10``; :data:`SIZES` holds the
+hyperparameters of each size (``small`` for CPU runs, ``paper`` for the paper
+preset), shared by every model and batching of that size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memgym.leaderboard.protocol import AgentContext
+from memgym.leaderboard.stats import summarize_length
+from memgym.leaderboard.track import Preset, Score, Sweep, Track
+
+TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "PositionOnlyCartPole")
+DIFFICULTY = "Easy"
+MODELS = ("ffm", "s5", "lru", "linattn")
+SEGMENT_LENGTHS = (10, 20, 50, 100)
+MODULE = __name__
+
+#: Hyperparameters per size: the DQN config shared by every agent of the size, and each model's memory config.
+#: ``batch_size`` is a multiple of every segment length, so SBB batches hold exactly as many transitions as TBB's.
+SIZES: dict[str, dict[str, Any]] = {
+    # CPU-sized: small memories, a short ε schedule, a gradient step every vector step.
+    "small": dict(
+        dqn=dict(batch_size=200, buffer_size=16_000, learning_starts=1_000, learning_rate=3e-3, gamma=0.9,
+                 target_rate=0.95, epsilon_fraction=0.3, head_width=64),
+        memory={
+            "ffm": ("ffm", dict(features=32, memory_size=32, context_size=4)),
+            "s5": ("s5", dict(features=32, state_size=32)),
+            "lru": ("lru", dict(features=32, state_size=32)),
+            "linattn": ("linear_attention_monoid", dict(features=32)),
+        },
+    ),
+    # The paper preset: memgym's monoid-model presets (features 256) and DQN defaults (B = 1000).
+    "paper": dict(
+        dqn=dict(batch_size=1000, buffer_size=100_000, learning_starts=5_000, learning_rate=1e-4, gamma=0.99,
+                 target_rate=0.995, epsilon_fraction=0.2, head_width=128),
+        memory={"ffm": ("ffm", {}), "s5": ("s5", {}), "lru": ("lru", {}), "linattn": ("linattn", {})},
+    ),
+}
+
+
+def batching_name(segment_length: int | None) -> str:
+    """``"tbb"`` (None) or ``"sbb<L>"``."""
+    return "tbb" if segment_length is None else f"sbb{segment_length}"
+
+
+def batching_label(name: str) -> str:
+    """``"TBB"`` or ``"SBB L=10"`` (tables and plots)."""
+    return "TBB" if name == "tbb" else f"SBB L={name[3:]}"
+
+
+def agent_name(size: str, model: str, segment_length: int | None) -> str:
+    return f"{size}_{model}_{batching_name(segment_length)}"
+
+
+def agent_spec(size: str, model: str, segment_length: int | None) -> str:
+    """The harness's spec of one agent of the grid: ``memgym.experiments.tbb_vs_sbb:<size>_<model>_<batching>``."""
+    return f"{MODULE}:{agent_name(size, model, segment_length)}"
+
+
+_AGENT = re.compile(r"^(?P<size>[a-z]+)_(?P<model>[a-z0-9]+)_(?P<batching>tbb|sbb(?P<length>[1-9][0-9]*))$")
+
+
+def parse_agent(name: str) -> tuple[str, str, int | None]:
+    """``(size, model, segment_length)`` of an agent name; ``ValueError`` naming what is allowed otherwise."""
+    match = _AGENT.match(name.rpartition(":")[2])
+    if not match or match["size"] not in SIZES or match["model"] not in MODELS:
+        raise ValueError(f"{name!r} is not an agent of the study: expected <size>_<model>_<tbb|sbbL> with size in "
+                         f"{sorted(SIZES)} and model in {list(MODELS)}, e.g. small_ffm_sbb10")
+    return match["size"], match["model"], None if match["length"] is None else int(match["length"])
+
+
+def dqn_config(size: str, model: str, segment_length: int | None, num_envs: int, total_steps: int):
+    """The :class:`~memgym.agents.config.DQNConfig` of one agent of the grid."""
+    from memgym.agents.config import DQNConfig
+
+    memory, memory_config = SIZES[size]["memory"][model]
+    batching = dict(batching="tape") if segment_length is None else dict(batching="segment",
+                                                                         segment_length=segment_length)
+    return DQNConfig(memory=memory, memory_config=json.dumps(memory_config), num_envs=num_envs,
+                     total_steps=total_steps, **batching, **SIZES[size]["dqn"])
+
+
+def _factory(size: str, model: str, segment_length: int | None) -> Callable[[AgentContext], Any]:
+    def factory(context: AgentContext):
+        from memgym.agents.host import HostAgent
+
+        config = dqn_config(size, model, segment_length, context.num_envs, context.total_steps)
+        return HostAgent.for_config(config, context.observation_space, context.action_space, seed=context.seed,
+                                    total_steps=context.total_steps)
+
+    factory.__name__ = factory.__qualname__ = agent_name(size, model, segment_length)
+    factory.__doc__ = (f"Double DQN, {model} memory ({size} size), "
+                       f"{batching_label(batching_name(segment_length))}: any-framework tier.")
+    return factory
+
+
+def __getattr__(name: str) -> Callable[[AgentContext], Any]:
+    """The agent factories, ``small_ffm_tbb`` … (how the harness imports them by spec)."""
+    try:
+        return _factory(*parse_agent(name))
+    except ValueError:
+        raise AttributeError(f"module {MODULE!r} has no attribute {name!r}") from None
+
+
+# --- the track and the presets ---------------------------------------------------------------------
+
+
+def _popgym_env(task: str, max_episode_steps: int | None):
+    from memgym.envs import popgym
+
+    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    return popgym.make(f"{task}{DIFFICULTY}", **limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A grid of the study: the harness budget (tasks × seeds × steps) and the agents (size × models × batchings).
+
+    Attributes:
+        name: the preset's name.
+        budget: tasks (the track's swept values), seeds, training steps, evaluation episodes.
+        size: the hyperparameters of :data:`SIZES`.
+        models: memory models of :data:`MODELS`.
+        segment_lengths: SBB's segment lengths (TBB always runs).
+        sensitivity: ``(task, segment length)`` of the Fig. 3 analysis: the first model trained with TBB and
+            with SBB at that length on that task; None: no analysis.
+        description: what the preset is for (``memgym experiment tbb-vs-sbb list``).
+    """
+
+    name: str
+    budget: Preset
+    size: str
+    models: tuple[str, ...]
+    segment_lengths: tuple[int, ...]
+    sensitivity: tuple[str, int] | None
+    description: str
+
+    def __post_init__(self) -> None:
+        if self.size not in SIZES:
+            raise ValueError(f"size must be one of {sorted(SIZES)}, got size={self.size!r}")
+        for model in self.models:
+            if model not in MODELS:
+                raise ValueError(f"models: {model!r} is not one of {list(MODELS)}")
+        if not self.models:
+            raise ValueError("models: name at least one memory model")
+        batch = SIZES[self.size]["dqn"]["batch_size"]
+        for length in self.segment_lengths:
+            if isinstance(length, bool) or not isinstance(length, int) or length < 1 or batch % length:
+                raise ValueError(f"segment_lengths: {length!r} must be a positive divisor of the batch size "
+                                 f"{batch} of size {self.size!r}")
+        if self.sensitivity is not None and self.sensitivity[0] not in TASKS:
+            raise ValueError(f"sensitivity task {self.sensitivity[0]!r} is not one of {list(TASKS)}")
+
+    def agents(self) -> list[str]:
+        """The harness specs of the grid, model by model, TBB first."""
+        return [agent_spec(self.size, model, length) for model in self.models
+                for length in (None, *self.segment_lengths)]
+
+
+STUDIES: dict[str, Study] = {
+    study.name: study for study in (
+        Study("smoke", Preset("smoke", ("RepeatFirst", "RepeatPrevious"), seeds=3, total_steps=16_000,
+                              train_window=3_200, eval_episodes=32),
+              size="small", models=("ffm",), segment_lengths=(10,), sensitivity=("RepeatPrevious", 10),
+              description="CPU, a few minutes: FFM, TBB vs SBB L=10, RepeatFirst and RepeatPrevious, 3 seeds, "
+                          "16K steps"),
+        # The paper's grid and its 10 seeds. Its text gives no step budget (Table 1: ~886 s per run on an
+        # RTX 2080Ti); 500K steps per cell is ours.
+        Study("paper", Preset("paper", TASKS, seeds=10, total_steps=500_000, train_window=50_000,
+                              eval_episodes=100),
+              size="paper", models=MODELS, segment_lengths=SEGMENT_LENGTHS, sensitivity=("RepeatPrevious", 10),
+              description="GPU: 4 models × 4 tasks × (TBB, SBB L=10/20/50/100) × 10 seeds × 500K steps"),
+    )
+}
+
+TRACK = Track(
+    name="tbb-vs-sbb",
+    title="TBB vs SBB (monoid paper §6)",
+    sweep=Sweep(name="task", plural="tasks", choices=TASKS),
+    score=Score(key="normalized_return", name="normalized_return", total="normalized_return_sum",
+                label="return", counted=False, bounds=(-1.0, 1.0)),
+    make_env=_popgym_env,
+    presets={name: study.budget for name, study in STUDIES.items()},
+    default_preset="smoke",
+    legend="Evaluation return (POPGym, Easy; in [−1, 1]) per task, mean over seeds [95% bootstrap].",
+    results_dir="tbb-vs-sbb-results",
+    report_dir="docs/tbb-vs-sbb",
+    check_cell=("RepeatPrevious", None),
+)
+
+
+def make_study(name: str = "smoke", *, tasks: Sequence[str] | None = None, models: Sequence[str] | None = None,
+          segment_lengths: Sequence[int] | None = None, seeds: int | None = None,
+          total_steps: int | None = None, eval_episodes: int | None = None, sensitivity: bool = True) -> Study:
+    """A named study with some fields replaced (None: the preset's); a changed grid is named ``<name>+custom``."""
+    if name not in STUDIES:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(STUDIES)}")
+    base = STUDIES[name]
+    budget = TRACK.preset(name, values=tasks, seeds=seeds, total_steps=total_steps, eval_episodes=eval_episodes)
+    changed = dataclasses.replace(
+        base, budget=budget, models=tuple(models) if models is not None else base.models,
+        segment_lengths=tuple(segment_lengths) if segment_lengths is not None else base.segment_lengths,
+        sensitivity=base.sensitivity if sensitivity else None)
+    if changed.models != base.models or changed.segment_lengths != base.segment_lengths:
+        changed = dataclasses.replace(changed, budget=dataclasses.replace(budget, name=f"{name}+custom"))
+    return dataclasses.replace(changed, name=changed.budget.name)
+
+
+# --- Fig. 3: observation sensitivity -----------------------------------------------------------------
+
+
+def observation_sensitivity(trainer: Any, params: Any, obs: np.ndarray) -> np.ndarray:
+    """``|∂Q(s_n, a_n)/∂o_i|`` for ``i = 0 … n`` of one episode ``obs[n + 1, O]`` (monoid paper eq. 36).
+
+    ``s_n`` is the memory's state after the whole episode (replayed from a fresh
+    carry, the first observation flagged as the episode start) and ``a_n`` the
+    greedy action there; the gradient's L1 norm over each observation's features.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    obs = jnp.asarray(obs, jnp.float32)
+    begin = jnp.zeros(obs.shape[0], bool).at[0].set(True)
+
+    def last_q(observations):
+        q, _ = trainer.network.apply(params, observations, begin, trainer.initialize_carry())
+        return q[-1, jnp.argmax(jax.lax.stop_gradient(q[-1]))]
+
+    return np.asarray(jnp.abs(jax.grad(last_q)(obs)).sum(axis=-1))
+
+
+def sensitivity_run(size: str, model: str, segment_length: int | None, task: str, total_steps: int, seed: int = 0,
+                    episodes: int = 16, num_envs: int = 8) -> dict[str, Any]:
+    """Train one agent of the grid on ``task`` (:class:`~memgym.agents.host.HostLoop`), then the mean
+    normalised :func:`observation_sensitivity` over ``episodes`` greedy evaluation episodes.
+
+    Returns ``{"lag": [...], "share": [...]}``: ``share[j]`` is the mean share of the
+    total sensitivity that comes from the observation ``lag[j] = j`` steps before the last one.
+    """
+    import gymnasium as gym
+    import jax
+
+    from memgym.agents.host import HostLoop
+    from memgym.leaderboard.track import EVALUATION_SEED
+
+    config = dqn_config(size, model, segment_length, num_envs, total_steps)
+    envs = gym.vector.SyncVectorEnv([lambda: _popgym_env(task, None)] * num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    try:
+        loop = HostLoop.for_config(config, envs, seed=seed)
+        for _ in range(config.num_updates):
+            loop.update()
+    finally:
+        envs.close()
+    trainer, params = loop.trainer, loop.state.params
+    step = jax.jit(trainer.act)
+    shares = []
+    for episode in range(episodes):
+        env = _popgym_env(task, None)
+        obs, _ = env.reset(seed=EVALUATION_SEED + episode)
+        carry, observations, done = trainer.initialize_carry(), [obs], False
+        begin = True
+        while not done:
+            action, carry = step(params, carry, np.asarray(obs, np.float32), begin, jax.random.key(episode))
+            obs, _, terminated, truncated, _ = env.step(int(action))
+            done, begin = terminated or truncated, False
+            if not done:
+                observations.append(obs)
+        env.close()
+        gradient = observation_sensitivity(trainer, params, np.stack(observations))[::-1]  # lag 0 first
+        shares.append(gradient / max(gradient.sum(), 1e-12))
+    longest = max(len(s) for s in shares)
+    share = np.mean([np.pad(s, (0, longest - len(s))) for s in shares], axis=0)
+    return {"model": model, "batching": batching_name(segment_length), "task": task, "seed": seed,
+            "total_steps": total_steps, "episodes": episodes, "lag": list(range(longest)),
+            "share": [float(x) for x in share]}
+
+
+def _sensitivity_path(results: Path, study: Study, segment_length: int | None) -> Path:
+    task, _ = study.sensitivity
+    name = f"{agent_name(study.size, study.models[0], segment_length)}-{task}-{study.budget.total_steps}.json"
+    return results / "sensitivity" / name
+
+
+def run_sensitivity(study: Study, results: str | os.PathLike, log: Callable[[str], None] = print) -> list[Path]:
+    """The Fig. 3 analysis of ``study`` (TBB and SBB at its segment length), each result stored once in
+    ``<results>/sensitivity/`` (an existing one is reused, never rewritten)."""
+    if study.sensitivity is None:
+        return []
+    task, length = study.sensitivity
+    paths = []
+    for segment_length in (None, length):
+        path = _sensitivity_path(Path(results), study, segment_length)
+        paths.append(path)
+        if path.exists():
+            log(f"sensitivity: {path} stored, skipping")
+            continue
+        log(f"sensitivity: training {study.models[0]} with {batching_label(batching_name(segment_length))} on "
+            f"{task} for {study.budget.total_steps:,} steps ...")
+        result = sensitivity_run(study.size, study.models[0], segment_length, task, study.budget.total_steps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(result, indent=2))
+        os.link(temporary, path)  # fails rather than replace a result stored meanwhile
+        temporary.unlink()
+    return paths
+
+
+# --- running and reporting ------------------------------------------------------------------------------
+
+
+def run(study: Study, results: str | os.PathLike | None = None, *, log: Callable[[str], None] = print,
+        cell_timeout: float | None = None, new_version: bool = False) -> Path:
+    """Fill the study's missing cells (and its sensitivity analysis) into the store at ``results``."""
+    from memgym.leaderboard import runner
+
+    results = Path(results or TRACK.results_dir)
+    try:
+        TRACK.store(results).check_writable()
+    except ValueError as error:
+        raise ValueError(f"results {str(results)!r}: {error}") from None
+    log(f"memgym experiment tbb-vs-sbb: preset {study.name}, {len(study.agents())} agents × "
+        f"{len(study.budget.values)} tasks × {study.budget.seeds} seeds, {study.budget.total_steps:,} steps per cell "
+        f"-> {results}")
+    runner.run(study.agents(), study.budget, results, track=TRACK, log=log, cell_timeout=cell_timeout,
+               new_version=new_version)
+    run_sensitivity(study, results, log)
+    return results
+
+
+def summarize(results: str | os.PathLike) -> dict[str, Any]:
+    """Per (preset, task, model, batching): the evaluation returns over seeds, their mean and 95% bootstrap
+    interval, and wall-clock seconds; failed cells are counted, not averaged."""
+    cells: dict[tuple, dict[str, Any]] = defaultdict(lambda: {"returns": [], "seconds": [], "seeds": set(),
+                                                              "failed": set()})
+    for record in TRACK.records(TRACK.store(results)):
+        try:
+            _, model, length = parse_agent(record["agent"])
+        except ValueError:
+            continue  # an agent outside the grid (run through the harness by hand)
+        key = (record["preset"]["name"], record["task"], model, batching_name(length))
+        entry = cells[key]
+        if record["status"] != "ok":
+            entry["failed"].add(record["seed"])
+        elif record["seed"] not in entry["seeds"]:  # a cell counts with its first ok result
+            entry["seeds"].add(record["seed"])
+            entry["returns"].append(record["eval"]["normalized_return"])
+            entry["seconds"].append(record["wall_time_s"])
+    rows = []
+    for (preset, task, model, batching), entry in sorted(cells.items(), key=lambda item: _order(item[0])):
+        row = {"preset": preset, "task": task, "model": model, "batching": batching,
+               "failed": len(entry["failed"] - entry["seeds"]), "seconds": entry["seconds"]}
+        if entry["returns"]:
+            row.update(summarize_length(entry["returns"]))
+        rows.append(row)
+    return {"rows": rows}
+
+
+def _order(key: tuple) -> tuple:
+    preset, task, model, batching = key
+    length = 0 if batching == "tbb" else int(batching[3:])
+    return (preset, TASKS.index(task), MODELS.index(model) if model in MODELS else len(MODELS), length)
+
+
+def _interval(row: dict[str, Any]) -> str:
+    if "mean" not in row:
+        return "—"
+    return f"{row['mean']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+
+
+def markdown(summary: dict[str, Any], sensitivity: list[dict[str, Any]], images: Sequence[str] = ()) -> str:
+    """The report: Fig. 5–6 as a table, Table 1, and the Fig. 3 shares."""
+    rows = summary["rows"]
+    lines = ["# TBB vs SBB (monoid paper §6)", "",
+             "Double DQN on POPGym (Easy) tasks; evaluation return in [−1, 1] per (task, model, batching): mean over "
+             "seeds [95% bootstrap interval] of greedy evaluation episodes on fixed seeds. Written by "
+             "`memgym experiment tbb-vs-sbb report`.", ""]
+    for preset in sorted({r["preset"] for r in rows}):
+        part = [r for r in rows if r["preset"] == preset]
+        batchings = sorted({r["batching"] for r in part}, key=lambda b: 0 if b == "tbb" else int(b[3:]))
+        lines += [f"## Evaluation return, preset `{preset}` (Fig. 5–6)", "",
+                  "| task | model | " + " | ".join(batching_label(b) for b in batchings) + " | seeds |",
+                  "|---|---|" + "---:|" * len(batchings) + "---:|"]
+        for task in [t for t in TASKS if any(r["task"] == t for r in part)]:
+            for model in sorted({r["model"] for r in part if r["task"] == task}, key=MODELS.index):
+                by = {r["batching"]: r for r in part if r["task"] == task and r["model"] == model}
+                seeds = "/".join(str(by[b].get("n", 0)) for b in batchings if b in by)
+                failed = sum(by[b]["failed"] for b in by)
+                lines.append(f"| {task} | {model} | " + " | ".join(_interval(by[b]) if b in by else "" for b in
+                             batchings) + f" | {seeds}{f' ({failed} failed)' if failed else ''} |")
+        lines += ["", f"## Wall-clock per cell, preset `{preset}` (Table 1)", "",
+                  "| batching | cells | mean (s) | standard deviation (s) |", "|---|---:|---:|---:|"]
+        for batching in batchings:
+            seconds = [s for r in part if r["batching"] == batching for s in r["seconds"]]
+            if seconds:
+                lines.append(f"| {batching_label(batching)} | {len(seconds)} | {np.mean(seconds):.1f} | "
+                             f"{np.std(seconds, ddof=1) if len(seconds) > 1 else 0.0:.1f} |")
+        lines.append("")
+    if sensitivity:
+        lines += ["## Observation sensitivity (Fig. 3, eq. 36)", "",
+                  "Share of `|∂Q(s_n, a_n)/∂o_i|` at the last step of an episode that comes from observations older "
+                  "than the given number of steps (mean over evaluation episodes of the trained policy).", "",
+                  "| policy | task | steps | older than 4 | older than 10 | older than 20 |", "|---|---|---:|---:|---:|---:|"]
+        for result in sensitivity:
+            share = np.asarray(result["share"])
+            older = [f"{share[k + 1:].sum():.2f}" for k in (4, 10, 20)]
+            lines.append(f"| {result['model']} {batching_label(result['batching'])} | {result['task']} | "
+                         f"{result['total_steps']:,} | " + " | ".join(older) + " |")
+        lines.append("")
+    lines += [f"![{name[:-4]}]({name})" for name in images]
+    return "\n".join(lines) + "\n"
+
+
+def plot_returns(summary: dict[str, Any], path: Path) -> bool:
+    """Fig. 6 style: a panel per (preset, task), evaluation return per batching with 95% intervals, a line per model."""
+    from memgym.leaderboard.report import _pyplot
+
+    plt = _pyplot()
+    rows = [r for r in summary["rows"] if "mean" in r]
+    if plt is None or not rows:
+        return False
+    panels = sorted({(r["preset"], r["task"]) for r in rows}, key=lambda p: (p[0], TASKS.index(p[1])))
+    columns = min(len(panels), 4)
+    figure, axes = plt.subplots(-(-len(panels) // columns), columns, figsize=(4 * columns, 3.2 * -(-len(panels) //
+                                columns)), squeeze=False)
+    for axis, (preset, task) in zip(axes.flat, panels):
+        part = [r for r in rows if r["preset"] == preset and r["task"] == task]
+        batchings = sorted({r["batching"] for r in part}, key=lambda b: 0 if b == "tbb" else int(b[3:]))
+        for model in sorted({r["model"] for r in part}, key=MODELS.index):
+            by = {r["batching"]: r for r in part if r["model"] == model}
+            at = [i for i, b in enumerate(batchings) if b in by]
+            mean = np.array([by[batchings[i]]["mean"] for i in at])
+            low = mean - np.array([by[batchings[i]]["ci_low"] for i in at])
+            high = np.array([by[batchings[i]]["ci_high"] for i in at]) - mean
+            axis.errorbar(at, mean, yerr=[low, high], marker="o", capsize=3, label=model)
+        axis.set_xticks(range(len(batchings)), [batching_label(b) for b in batchings], fontsize=8)
+        axis.set(title=f"{task} ({preset})", ylabel="evaluation return", ylim=(-1.05, 1.05))
+        axis.legend(fontsize=7)
+    for axis in list(axes.flat)[len(panels):]:
+        axis.axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
+    """Fig. 3 style: the share of ``|∂Q/∂o_i|`` per lag, and its cumulative share, TBB vs SBB."""
+    from memgym.leaderboard.report import _pyplot
+
+    plt = _pyplot()
+    if plt is None or not sensitivity:
+        return False
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    for result in sensitivity:
+        label = f"{result['model']} {batching_label(result['batching'])}"
+        share = np.asarray(result["share"])
+        left.plot(result["lag"], share, marker=".", label=label)
+        right.plot(result["lag"], np.cumsum(share), label=label)
+        if result["batching"] != "tbb":
+            for axis in (left, right):
+                axis.axvline(int(result["batching"][3:]), color="red", linestyle=":", linewidth=1)
+    left.set(title=f"|∂Q(s_n, a_n)/∂o_i| at the last step, {sensitivity[0]['task']}", xlabel="steps before the last",
+             ylabel="share of the total")
+    right.set(title="cumulative share (red: SBB segment length)", xlabel="steps before the last",
+              ylabel="share from the last k steps", ylim=(0, 1.02))
+    left.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def write_report(results: str | os.PathLike | None = None, out: str | os.PathLike | None = None) -> dict[str, Path]:
+    """``REPORT.md``, ``study.json``, ``returns.png`` and ``sensitivity.png`` from the store at ``results``
+    (derived files, rebuilt every time) in ``out`` (default: the results directory)."""
+    results = Path(results or TRACK.results_dir)
+    if not results.is_dir():
+        raise ValueError(f"--results {results} is not a directory; run `memgym experiment tbb-vs-sbb run` first")
+    summary = summarize(results)
+    sensitivity, unreadable = [], []
+    for path in sorted((results / "sensitivity").glob("*.json")):
+        try:
+            result = json.loads(path.read_text())
+            if not (isinstance(result, dict) and {"task", "model", "batching", "share", "lag", "total_steps"} <= set(result)):
+                raise ValueError("not a sensitivity result")
+            sensitivity.append(result)
+        except (OSError, UnicodeDecodeError, ValueError) as error:  # kept, listed, not used
+            unreadable.append(f"{path} ({type(error).__name__}: {error})")
+    sensitivity.sort(key=lambda r: (r["task"], r["model"], 0 if r["batching"] == "tbb" else int(r["batching"][3:])))
+    if not summary["rows"] and not sensitivity:
+        raise ValueError(f"no results of the study under {results}; run `memgym experiment tbb-vs-sbb run` first")
+    out = Path(out or results)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"json": out / "study.json"}
+    written["json"].write_text(json.dumps({"cells": summary["rows"], "sensitivity": sensitivity}, indent=2))
+    images = []
+    if plot_returns(summary, out / "returns.png"):
+        written["returns"] = out / "returns.png"
+        images.append("returns.png")
+    if plot_sensitivity(sensitivity, out / "sensitivity.png"):
+        written["sensitivity"] = out / "sensitivity.png"
+        images.append("sensitivity.png")
+    written["markdown"] = out / "REPORT.md"
+    text = markdown(summary, sensitivity, images)
+    if unreadable:
+        text += "\nUnreadable sensitivity results (kept, not used): " + "; ".join(unreadable) + "\n"
+    written["markdown"].write_text(text)
+    return written
