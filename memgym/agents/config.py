@@ -11,8 +11,10 @@ all environments.
 :data:`MEMORY_PRESETS` are thesis Table A.2 (T-Maze, ≈1.6M parameters per agent):
 LSTM d = 600, GRU d = 680 (and the table's larger sizes, ``lstm-1200`` and
 ``gru-1360``); GTrXL, ReLiT and AReLiT with d = 128, 4 layers, 4 heads × 64,
-η = 4, r = 1, GTrXL memory M = 128 or 256. The monoid paper's models (S5, LRU,
-FFM, linear attention) get sizes in the same range.
+η = 4, r = 1, GTrXL memory M = 128 or 256. The monoid paper's models get sizes in
+the same range, width 256: S5, LRU, FFM and its linear transformer (``linattn``: the
+single-layer form of eq. 9–13, keys and values of 128; ``linear_attention`` is the
+thesis's gated 4-layer stack).
 :data:`THESIS_TMAZE_HPARAMS` are the learning rate / entropy coefficient per
 model from the thesis authors' published configs (picked from the Table A.1 grid).
 """
@@ -38,6 +40,7 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "s5": ("s5", dict(features=256, state_size=256)),
     "lru": ("lru", dict(features=256, state_size=256)),
     "ffm": ("ffm", dict(features=256, memory_size=64, context_size=8)),
+    "linattn": ("linear_attention_monoid", dict(features=256, key_size=128, value_size=128)),
     # Small models for smoke runs on a laptop CPU.
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
     "tiny-gru": ("gru", dict(features=64)),

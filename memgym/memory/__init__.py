@@ -12,7 +12,8 @@ Every model is a ``flax.linen.Module`` with
 
 Build any model by name with :func:`make`.
 
-Most models are memory monoids (monoid paper Def. 3.2): S5, LRU and FFM are
+Most models are memory monoids (monoid paper Def. 3.2): S5, LRU, FFM and the monoid
+paper's single-layer linear transformer (eq. 9–13, ``linear_attention_monoid``) are
 :class:`~memgym.memory.monoid_memory.MonoidMemory` subclasses, and the linear-attention,
 ReLiT and AReLiT transformers stack multi-head monoid attention
 (:mod:`memgym.memory.attention`) in the gated transformer of
@@ -27,6 +28,7 @@ from typing import Any
 # name -> "module:class" (imported on first use, so `import memgym.memory` stays light)
 MODELS: dict[str, str] = {
     "linear_attention": "memgym.memory.linear_attention:LinearAttentionTransformer",
+    "linear_attention_monoid": "memgym.memory.linear_attention_monoid:LinearAttentionMonoid",
     "relit": "memgym.memory.relit:ReLiTTransformer",
     "arelit": "memgym.memory.arelit:AReLiTTransformer",
     "s5": "memgym.memory.s5:S5",

@@ -19,6 +19,7 @@ from memgym import memory
 IN = 5  # input features of the test tapes
 SMALL = {
     "linear_attention": dict(features=16, num_layers=2, num_heads=2, head_dim=8),
+    "linear_attention_monoid": dict(features=16, key_size=6, value_size=4),
     "relit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2),
     "arelit": dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2, r=3),
     "s5": dict(features=16, state_size=8),
@@ -162,7 +163,8 @@ def test_bad_tape_shapes_rejected(name):
 @pytest.mark.parametrize(
     "name, option, value",
     [("relit", "eta", 0), ("arelit", "eta", 0), ("arelit", "r", 0), ("gtrxl", "memory_size", 0),
-     ("linear_attention", "num_heads", -1), ("s5", "state_size", 0), ("ffm", "context_size", 0)],
+     ("linear_attention", "num_heads", -1), ("s5", "state_size", 0), ("ffm", "context_size", 0),
+     ("linear_attention_monoid", "key_size", 0)],
 )
 def test_bad_sizes_rejected(name, option, value):
     model = memory.make(name, **{**SMALL[name], option: value})
@@ -187,7 +189,7 @@ def test_heads_must_divide_width_when_head_dim_is_derived(name):
 # Positive-integer options of the registered models (a model is tested on the ones it has).
 SIZE_OPTIONS = (
     "features", "num_layers", "num_heads", "head_dim", "eta", "r",
-    "state_size", "memory_size", "context_size", "ff_size", "chunk_size",
+    "state_size", "memory_size", "context_size", "ff_size", "chunk_size", "key_size", "value_size",
 )
 SIZE_CASES = [
     (name, option)

@@ -1,9 +1,9 @@
 """Property tests of the memory monoids and the machinery that runs them (monoid paper §3, App. E).
 
 * Def. 3.1 — every operator is associative and has a two-sided identity: the model monoids
-  (S5, LRU, FFM, and the per-head monoids of the linear-attention, ReLiT and AReLiT mixers,
-  taken from the registered models themselves) and simple reference monoids (additive,
-  affine, 2×2 matrix product).
+  (S5, LRU, FFM, the monoid paper's linear transformer (eq. 9–11), and the per-head monoids of
+  the linear-attention, ReLiT and AReLiT mixers, taken from the registered models themselves)
+  and simple reference monoids (additive, affine, 2×2 matrix product).
 * Thm. 3.4 — the resettable transform is again a monoid, and a begin flag on the right
   replaces the left state by the identity (reset isolation).
 * ``scan_monoid`` — the associative scan, ``lax.scan`` and a plain Python loop give the
@@ -130,6 +130,9 @@ BUILDERS: dict[str, Callable[..., Monoid]] = {
     "lru": lru_monoid,
     "ffm": ffm_monoid,
     **{name: attention_monoid(name) for name in ATTENTION_CONFIGS},
+    "linear_attention_monoid": lambda: memory.make(
+        "linear_attention_monoid", features=8, key_size=KEY_WIDTH, value_size=HEAD_DIM
+    ).monoid(),
 }
 
 
@@ -164,6 +167,11 @@ def decay_array(shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
 def linear_attention_element_strategy(batch: int) -> st.SearchStrategy:
     # (C [D, D], s [D]): the running sums of v ⊗ φ(k) and φ(k).
     return st.tuples(real_array((batch, HEAD_DIM, HEAD_DIM), 10.0), real_array((batch, HEAD_DIM), 10.0))
+
+
+def linear_attention_monoid_element_strategy(batch: int) -> st.SearchStrategy:
+    # (C [D, E], s [E]): the running sums of v kᵀ and k (eq. 9–12; keys and values of any sign).
+    return st.tuples(real_array((batch, HEAD_DIM, KEY_WIDTH), 10.0), real_array((batch, KEY_WIDTH), 10.0))
 
 
 def relit_element_strategy(batch: int) -> st.SearchStrategy:
@@ -202,6 +210,7 @@ CASES = [
         ),
     ),
     Case("linear_attention", NO_PARAMS, linear_attention_element_strategy),
+    Case("linear_attention_monoid", NO_PARAMS, linear_attention_monoid_element_strategy),
     Case("relit", NO_PARAMS, relit_element_strategy),
     Case("arelit", NO_PARAMS, arelit_element_strategy),
 ]

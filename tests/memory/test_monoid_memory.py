@@ -81,7 +81,7 @@ def test_a_new_memory_monoid_needs_only_its_parts(chunk_size):
 
 
 def test_models_share_the_machinery():
-    for name in ("s5", "lru", "ffm"):
+    for name in ("s5", "lru", "ffm", "linear_attention_monoid"):
         assert issubclass(memory.model_class(name), MonoidMemory), name
     for name in ("linear_attention", "relit", "arelit", "gtrxl"):
         cls = memory.model_class(name)
