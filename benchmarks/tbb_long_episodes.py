@@ -19,10 +19,10 @@ one ``vmap``, with each sampler; success rate over the last fifth of training.
 DQN's ε-greedy exploration does not reach the junction of a 130-cell corridor
 (a random walk of 520 steps moves about 16 cells; measured: 0 successes in 200K
 steps with either sampler), so the default learning comparison is the same
-situation scaled down: ``B = 48`` with 8 environments (a share of 6 steps) and a
-corridor of 10, whose turn comes at step 9 or later.
+situation scaled down: ``B = 64`` with 8 environments (a share of 8 steps) and a
+corridor of 12, whose turn comes at step 11 or later.
 
-    python benchmarks/tbb_long_episodes.py [--corridor-length 10] [--batch-size 48] [--steps 100000] [--seeds 3]
+    python benchmarks/tbb_long_episodes.py [--corridor-length 12] [--batch-size 64] [--steps 150000] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ def learn(corridor_length: int, batch_size: int, steps: int, seeds: int, split: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corridor-length", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=48)
-    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--corridor-length", type=int, default=12)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=150_000)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--config", type=json.loads, default={}, help="DQNConfig fields of part 2, as JSON")
     parser.add_argument("--learning-only", action="store_true", help="skip part 1")

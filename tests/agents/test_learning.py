@@ -115,3 +115,22 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     start, end = mean_return(history[:fifth]), mean_return(history[-fifth:])
     assert start < -0.3, start  # ε ≈ 1 at first: about the random policy's −0.5
     assert end >= 0.3, (start, end)  # far above random (−0.5); the ε = 0.05 ceiling is ≈ 0.93
+
+
+def test_tbb_dqn_learns_a_tmaze_whose_turn_lies_past_a_per_tape_share_of_the_batch():
+    """The T-Maze's only informative reward is the turn at the junction, at step L − 1 = 11 or later.
+    With 8 environments and B = 64, an even split of the batch over the 8 tapes (8 steps each, from
+    an episode start) never samples it, and DQN stays at 0.10 success over these seeds
+    (benchmarks/tbb_long_episodes.py); Alg. 5 over all tapes samples whole episodes and reaches 0.79."""
+    from memgym.agents.dqn import DQNTrainer
+    from memgym.envs.tmaze_jax import TMazeJax
+
+    config = DQNConfig(memory="ffm", memory_config=json.dumps({"features": 32, "memory_size": 8, "context_size": 4}),
+                       num_envs=8, steps_per_update=4, total_steps=150_000, batch_size=64, buffer_size=16_000,
+                       learning_starts=2_000, learning_rate=1e-3, gamma=0.99, target_rate=0.99,
+                       epsilon_fraction=0.2, head_width=64)
+    trainer = DQNTrainer(config, TMazeJax())
+    params = tmaze_params(12, max_episode_steps=48)
+    _, metrics = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))(jax.random.split(jax.random.key(0), 3), params)
+    success = success_over_last(metrics, config.total_steps // 5, config.env_steps_per_update)
+    assert success.mean() > 0.4, success
