@@ -67,7 +67,7 @@ SIZES: dict[str, dict[str, Any]] = {
             "ffm": ("ffm", dict(features=32, memory_size=32, context_size=4)),
             "s5": ("s5", dict(features=32, state_size=32)),
             "lru": ("lru", dict(features=32, state_size=32)),
-            "linattn": ("linear_attention_monoid", dict(features=32)),
+            "linattn": ("linear_attention_monoid", dict(features=32, key_size=16, value_size=16)),
         },
     ),
     # The paper preset: memgym's monoid-model presets (features 256) and DQN defaults (B = 1000).

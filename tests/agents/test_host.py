@@ -127,3 +127,59 @@ def test_functional_and_host_collectors_record_the_same_steps(kind):
     np.testing.assert_array_equal(after.obs, loop.state.obs)
     np.testing.assert_array_equal(jax.random.key_data(after.key), jax.random.key_data(loop.state.key))
     envs.close()
+
+
+def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
+    """Driven through act/observe only: it learns every steps_per_update steps, then, once total_steps are
+    spent, acts with the trainer's evaluation policy (greedy Q for DQN) on every stream's own carry."""
+    from memgym.agents.config import DQNConfig
+    from memgym.agents.host import HostAgent
+    from memgym.agents.trainer import broadcast
+
+    envs = vector_env(4)
+    config = DQNConfig(memory="tiny-gru", num_envs=4, steps_per_update=2, total_steps=4 * 2 * 10, batch_size=16,
+                       buffer_size=400, learning_starts=16)
+    agent = HostAgent.for_config(config, envs.single_observation_space, envs.single_action_space, seed=3,
+                                 total_steps=config.total_steps)
+    obs, _ = envs.reset(seed=0)
+    begin = np.ones(4, bool)
+    updates = []
+    while not agent.evaluating:
+        action = agent.act(obs, begin)
+        assert action.shape == (4,) and envs.single_action_space.contains(int(action[0]))
+        obs, reward, terminated, truncated, info = envs.step(action)
+        done = terminated | truncated
+        final = obs.copy()
+        final[done] = np.stack([info["final_obs"][i] for i in np.flatnonzero(done)]) if done.any() else final[done]
+        metrics = agent.observe(action, reward, final, terminated, truncated)
+        if metrics is not None:
+            updates.append(metrics)
+        begin = done
+    assert len(updates) == 10 and updates[-1]["env_steps"] == config.total_steps and updates[-1]["loss"] > 0
+    assert agent.observe(action, reward, final, terminated, truncated) is None  # evaluation: nothing recorded
+
+    trainer, params = agent.trainer, agent.state.params
+    carry = broadcast(trainer.initialize_carry(), 3)
+    obs3, begin3 = obs[:3].astype(np.float32), np.ones(3, bool)
+    for _ in range(3):
+        expected, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, None))(
+            params, carry, jnp.asarray(obs3), jnp.asarray(begin3), jax.random.key(0))
+        np.testing.assert_array_equal(agent.act(obs3, begin3), expected)  # a batch of 3 streams: its own carry
+        begin3 = np.zeros(3, bool)
+    envs.close()
+
+
+def test_host_agent_refuses_act_and_observe_out_of_turn():
+    from memgym.agents.config import DQNConfig
+    from memgym.agents.host import HostAgent
+
+    envs = vector_env(2)
+    config = DQNConfig(memory="tiny-gru", num_envs=2, total_steps=100, batch_size=8, buffer_size=100)
+    agent = HostAgent.for_config(config, envs.single_observation_space, envs.single_action_space)
+    obs, _ = envs.reset(seed=0)
+    with pytest.raises(RuntimeError, match="observe was called without act"):
+        agent.observe(np.zeros(2, int), np.zeros(2), obs, np.zeros(2, bool), np.zeros(2, bool))
+    agent.act(obs, np.ones(2, bool))
+    with pytest.raises(RuntimeError, match="act was called twice"):
+        agent.act(obs, np.ones(2, bool))
+    envs.close()

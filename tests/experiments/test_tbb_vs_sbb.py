@@ -36,6 +36,18 @@ def test_agents_share_hyperparameters_and_differ_only_in_batching():
     assert differing == {"batching", "segment_length"}
 
 
+@pytest.mark.parametrize("size", sorted(tbb_vs_sbb.SIZES))
+def test_every_agent_of_every_size_builds(size):
+    """Each (model, batching) of a size is a valid config and an any-framework agent of the study's track."""
+    from memgym.leaderboard.protocol import tier
+
+    context = tbb_vs_sbb.TRACK.context(num_envs=8, seed=0, total_steps=20_000, value="RepeatPrevious")
+    for model in tbb_vs_sbb.MODELS:
+        for length in (None, *tbb_vs_sbb.SEGMENT_LENGTHS):
+            agent = getattr(tbb_vs_sbb, tbb_vs_sbb.agent_name(size, model, length))(context)
+            assert tier(agent) == "any" and agent.trainer.config.batching == ("tape" if length is None else "segment")
+
+
 def test_presets_check_their_grid():
     smoke = tbb_vs_sbb.make_study("smoke")
     assert smoke.name == "smoke" and smoke.agents()[0].endswith("small_ffm_tbb")
