@@ -39,7 +39,7 @@ import numpy as np
 from memgym.memory.attention import episode_steps
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
-from memgym.memory.relit import EPSILON, ReLiTFeatures
+from memgym.memory.relit import EPSILON, ReLiTFeatures, outer_flat
 from memgym.memory.transformer import MonoidAttentionTransformer
 from memgym.memory.validation import check_positive
 
@@ -158,14 +158,17 @@ class AReLiTAttention(ReLiTFeatures):
         steps = jnp.broadcast_to(episode_steps(start, step), (self.num_heads, x.shape[0]))
         return Tape(inputs=(v, k, beta, gamma, steps), queries=q)
 
-    def encode(self, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        """Eq. 4.20–4.21 inputs of one head (built per chunk), see :func:`arelit_elements`."""
+    def encode(self, inputs: tuple[Any, ...]) -> tuple[jax.Array, ...]:
+        """Eq. 4.20–4.21 inputs of one head (built per chunk from the factor pairs of ``k`` and ``γ``),
+        see :func:`arelit_elements`."""
         v, k, beta, gamma, steps = inputs
-        return arelit_elements(v, k, beta, gamma, steps, self.r)
+        return arelit_elements(v, outer_flat(*k), beta, outer_flat(*gamma), steps, self.r)
 
-    def read(self, states: tuple[jax.Array, ...], queries: jax.Array, weights: tuple = ()) -> jax.Array:
-        """``a_t = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2r (s_t · q_t))`` ``[K, d_h]`` (Alg. 6 lines 16–18)."""
+    def read(self, states: tuple[jax.Array, ...], queries: tuple[jax.Array, jax.Array], weights: tuple = ()) -> jax.Array:
+        """``a_t = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2r (s_t · q_t))`` ``[K, d_h]`` (Alg. 6 lines 16–18); ``q_t``
+        from its factor pair."""
         _, _, v, k, s = states
+        queries = outer_flat(*queries)
         numerator = jnp.einsum("tki,tk->ti", v, jnp.einsum("tkj,tj->tk", k, queries))
         return numerator / (2.0 * self.r * jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 

@@ -193,12 +193,13 @@ def run_memory_monoid(
     so large elements (e.g. the ``d_h × η d_h`` outer products of ReLiT) exist for one
     chunk at a time, in the forward and (recomputed) in the backward pass.
 
-    With ``chunk_size = K`` the tape is cut into chunks of K steps, processed by
+    With ``chunk_size = K`` the tape is cut into ``⌈T/K⌉`` chunks of equal length (at most K steps), processed by
     a ``lax.scan`` over chunks whose body is rematerialised in the backward
     pass (``jax.checkpoint``): only the K states of one chunk and the chunk
     boundary states are alive at once, so memory is ``O(T/K + K)`` states
-    instead of ``O(T)``. The tape is padded to a multiple of K; padded steps are
-    identity elements, which by the identity law leave the carry unchanged.
+    instead of ``O(T)``. The tape is padded to a whole number of chunks (fewer
+    than ``⌈T/K⌉`` steps of padding); padded steps are identity elements, which by
+    the identity law leave the carry unchanged.
 
     Returns ``(y[T, ...], carry_out)``.
     """
@@ -209,7 +210,10 @@ def run_memory_monoid(
         states, carry_out = scan_monoid(monoid, encode(elements), start, carry, method=method)
         return decode(states, decode_inputs), carry_out
 
+    # As many chunks as chunk_size asks for, evened out so the last one is not mostly padding
+    # (T = 257 in chunks of 64: five chunks of 52, 3 padded steps, not 63).
     num_chunks = math.ceil(length / chunk_size)
+    chunk_size = math.ceil(length / num_chunks)
     pad = num_chunks * chunk_size - length
 
     def pad_and_chunk(x: jax.Array) -> jax.Array:

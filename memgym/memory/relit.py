@@ -72,13 +72,18 @@ class ReLiTFeatures(MultiHeadMonoidAttention):
     def check(self) -> None:
         check_positive(eta=self.eta)
 
-    def features_of(self, x: jax.Array) -> tuple[jax.Array, ...]:
-        """``(k, q, v, β, γ)`` with leaves ``[heads, T, ...]``: ``k, q, γ`` of width ``η d_h``, ``v, β`` of ``d_h``."""
-        k = outer_flat(nn.relu(self.heads("w_p1", x, self.eta)), nn.relu(self.heads("w_k", x)))
-        q = outer_flat(nn.relu(self.heads("w_p2", x, self.eta)), nn.relu(self.heads("w_q", x)))
+    def features_of(self, x: jax.Array) -> tuple[Any, ...]:
+        """``(k, q, v, β, γ)``, leaves ``[heads, T, ...]``: ``v, β`` of width ``d_h``; ``k, q, γ`` as their
+        factor pairs ``(a [heads, T, η], b [heads, T, d_h])`` — the feature is ``outer_flat(a, b)``, width
+        ``η d_h`` — so a tape stores ``η + d_h`` floats per step for each of them, not ``η d_h``; the
+        outer products are formed per chunk (:meth:`encode`, :meth:`read`) and, in the backward pass of a
+        chunked tape, recomputed.
+        """
+        k = (nn.relu(self.heads("w_p1", x, self.eta)), nn.relu(self.heads("w_k", x)))
+        q = (nn.relu(self.heads("w_p2", x, self.eta)), nn.relu(self.heads("w_q", x)))
         v = self.heads("w_v", x)
         beta = nn.sigmoid(self.heads("w_beta", x))
-        gamma = outer_flat(nn.sigmoid(self.heads("w_p3", x, self.eta)), nn.sigmoid(self.heads("w_gamma", x)))
+        gamma = (nn.sigmoid(self.heads("w_p3", x, self.eta)), nn.sigmoid(self.heads("w_gamma", x)))
         return k, q, v, beta, gamma
 
 
@@ -102,19 +107,22 @@ class ReLiTAttention(ReLiTFeatures):
         return element[2], element[3]
 
     def project(self, x: jax.Array, start: jax.Array, carry: Any) -> Tape:
-        """Encoder inputs ``(v, k, β, γ)`` and queries ``q``, leaves ``[heads, T, ...]``."""
+        """Encoder inputs ``(v, k, β, γ)`` and queries ``q``, leaves ``[heads, T, ...]`` (``k, γ, q`` as
+        factor pairs, see :meth:`ReLiTFeatures.features_of`)."""
         k, q, v, beta, gamma = self.features_of(x)
         return Tape(inputs=(v, k, beta, gamma), queries=q)
 
-    def encode(self, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    def encode(self, inputs: tuple[Any, ...]) -> tuple[jax.Array, ...]:
         """Eq. 3.5–3.6 inputs: ``(1−β, 1−γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)`` (built per chunk)."""
         v, k, beta, gamma = inputs
-        bv, gk = beta * v, gamma * k
+        gamma = outer_flat(*gamma)
+        bv, gk = beta * v, gamma * outer_flat(*k)
         return 1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
 
-    def read(self, states: tuple[jax.Array, ...], queries: jax.Array, weights: tuple = ()) -> jax.Array:
-        """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]`` (Alg. 5)."""
+    def read(self, states: tuple[jax.Array, ...], queries: tuple[jax.Array, jax.Array], weights: tuple = ()) -> jax.Array:
+        """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]`` (Alg. 5); ``q_t`` from its factor pair."""
         _, _, c, s = states
+        queries = outer_flat(*queries)
         return jnp.einsum("tij,tj->ti", c, queries) / (jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
 

@@ -97,11 +97,12 @@ def test_model_decoder_reads_the_approximate_state_scaled_by_a_quarter():
     v = jnp.asarray(rng.normal(size=(steps, r + 1, head_dim)), jnp.float32)
     k = jnp.asarray(rng.normal(size=(steps, r + 1, eta * head_dim)), jnp.float32)
     s = jnp.asarray(rng.uniform(0.5, 1.0, (steps, eta * head_dim)), jnp.float32)
-    q = jnp.asarray(rng.uniform(0.5, 1.0, (steps, eta * head_dim)), jnp.float32)
+    q_pair = tuple(jnp.asarray(rng.uniform(0.5, 1.0, (steps, n)), jnp.float32) for n in (eta, head_dim))
+    q = (q_pair[0][:, :, None] * q_pair[1][:, None, :]).reshape(steps, eta * head_dim)  # the query, flatten(a ⊗ b)
     states = (jnp.ones((steps, head_dim)), jnp.ones((steps, eta * head_dim)), v, k, s)
     attention = AReLiTAttention(features=8, num_heads=1, head_dim=head_dim, eta=eta, r=r)
     expected = jnp.einsum("tij,tj->ti", approximate_state(v, k, r), q) / (4.0 * jnp.sum(s * q, -1, keepdims=True))
-    np.testing.assert_allclose(attention.read(states, q, ()), expected, rtol=1e-4)
+    np.testing.assert_allclose(attention.read(states, q_pair, ()), expected, rtol=1e-4)
 
 
 def test_approximate_state_rejects_mismatched_r():

@@ -449,16 +449,21 @@ def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObj
     """
     length = data.draw(st.sampled_from(LENGTHS), label="T")
     start = np.asarray(data.draw(bool_array((length,)), label="start"))
-    key_width = HEAD_DIM if name == "linear_attention" else KEY_WIDTH
     v = data.draw(real_array((length, HEAD_DIM), 3.0), label="v").astype(np.float64)
-    k = data.draw(real_array((length, key_width), 3.0), label="k").astype(np.float64)
     if name == "linear_attention":
+        k = data.draw(real_array((length, HEAD_DIM), 3.0), label="k").astype(np.float64)
         inputs: tuple = (v, k)
         carry = tuple(data.draw(real_array(shape, 3.0)) for shape in [(HEAD_DIM, HEAD_DIM), (HEAD_DIM,)])
     else:
+        # ReLiT's keys and key gates come as factor pairs (a [η], b [d_h]); the feature is flatten(a ⊗ b).
+        eta = KEY_WIDTH // HEAD_DIM
+        k_pair = tuple(data.draw(real_array((length, n), 3.0), label=f"k{i}").astype(np.float64)
+                       for i, n in enumerate((eta, HEAD_DIM)))
+        gamma_pair = tuple(data.draw(decay_array((length, n)), label=f"gamma{i}").astype(np.float64)
+                           for i, n in enumerate((eta, HEAD_DIM)))
+        k, gamma = (np.einsum("ti,tj->tij", *pair).reshape(length, KEY_WIDTH) for pair in (k_pair, gamma_pair))
         beta = data.draw(decay_array((length, HEAD_DIM)), label="beta").astype(np.float64)
-        gamma = data.draw(decay_array((length, KEY_WIDTH)), label="gamma").astype(np.float64)
-        inputs = (v, k, beta, gamma)
+        inputs = (v, k_pair, beta, gamma_pair)
         if name == "relit":
             carry = tuple(data.draw(real_array(shape, 3.0)) for shape in [(HEAD_DIM, KEY_WIDTH), (KEY_WIDTH,)])
         else:
