@@ -65,16 +65,13 @@ class HostAgent:
             action, carry, fields = trainer.policy_step(acting, carry, obs, begin, policy_keys)
             return key, action, carry, fields
 
-        def bootstrap(acting, carry, obs, cut):
-            return {k: jnp.where(cut, v, 0.0) for k, v in trainer.bootstrap(acting, carry, obs).items()}
-
         def evaluate(params, carry, obs, begin, key):
             keys = jax.random.split(key, obs.shape[0] + 1)
             action, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, 0))(params, carry, obs, begin, keys[1:])
             return keys[0], action, carry
 
         self._policy = jax.jit(policy)
-        self._bootstrap = jax.jit(bootstrap)
+        self._bootstrap = jax.jit(trainer.bootstrap_where_cut)
         self._evaluate = jax.jit(evaluate)
         self._learn = jax.jit(trainer.learn_update)
         self._seed = seed
@@ -85,7 +82,6 @@ class HostAgent:
         self._acting_metrics: dict[str, Any] = {}
         self._segment_carry: Any = None
         self._pending: tuple | None = None  # (obs, begin, action, fields, next carry) of the step acted on
-        self._no_bootstrap: dict[str, np.ndarray] | None = None  # bootstrap fields of a step without truncations
         self._eval: tuple | None = None  # (carry, key) of the evaluation policy
 
     @classmethod
@@ -155,14 +151,8 @@ class HostAgent:
             raise RuntimeError("observe was called without act before it")
         obs, begin, action, fields, next_carry = self._pending
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
-        cut = truncated & ~terminated
-        if cut.any():
-            fields = dict(fields, **self._bootstrap(self._acting, next_carry, jnp.asarray(next_obs), jnp.asarray(cut)))
-        else:  # the same fields, all zero, without a network call
-            if self._no_bootstrap is None:
-                shapes = jax.eval_shape(self.trainer.bootstrap, self._acting, next_carry, jnp.asarray(next_obs))
-                self._no_bootstrap = {k: np.zeros(s.shape, s.dtype) for k, s in shapes.items()}
-            fields = dict(fields, **self._no_bootstrap)
+        cut = jnp.asarray(truncated & ~terminated)
+        fields = dict(fields, **self._bootstrap(self._acting, next_carry, jnp.asarray(next_obs), cut))
         self._records.append(dict(obs=obs, begin=begin, action=action, reward=np.asarray(reward),
                                   terminated=terminated, truncated=truncated, next_obs=next_obs, **fields))
         self.state = self.state.replace(carry=next_carry)

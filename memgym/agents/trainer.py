@@ -132,6 +132,22 @@ class Trainer(Protocol):
     def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array): ...
 
 
+@jax.custom_batching.custom_vmap
+def any_in_batch(flags: jax.Array) -> jax.Array:
+    """``any(flags)``, also over every ``vmap`` axis it is called under: an unbatched scalar.
+
+    Under ``jax.vmap`` a ``lax.cond`` on a batched predicate becomes a ``select`` that runs
+    both branches; a predicate from this function is never batched, so such a ``cond``
+    stays a branch and runs its expensive side only when some member of the whole batch needs it.
+    """
+    return jnp.any(flags)
+
+
+@any_in_batch.def_vmap
+def _any_in_batch_batched(axis_size: int, in_batched: list[bool], flags: jax.Array):
+    return any_in_batch(flags), False
+
+
 def broadcast(tree: PyTree, n: int) -> PyTree:
     """``n`` copies of every leaf of ``tree`` along a new leading axis."""
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)
@@ -192,6 +208,26 @@ class BaseTrainer:
         step (a host loop calls this only when some episode was truncated). Default: none.
         """
         return {}
+
+    def bootstrap_where_cut(self, acting: PyTree, carry: PyTree, obs: jax.Array, cut: jax.Array) -> dict[str, jax.Array]:
+        """:meth:`bootstrap`'s fields where ``cut`` (a time limit ended the episode), zero elsewhere.
+
+        The network runs only on steps where some episode was cut: a ``lax.cond`` on
+        :func:`any_in_batch`, whose predicate stays one scalar when the collector is
+        vmapped (over seeds, corridor lengths), so the branch is a real branch and not a
+        ``select`` that would run the network on every step.
+        """
+        shapes = jax.eval_shape(self.bootstrap, acting, carry, obs)
+
+        def compute(operands):
+            return {k: jnp.where(cut, v, 0.0) for k, v in self.bootstrap(*operands).items()}
+
+        def skip(operands):
+            return {k: jnp.zeros(v.shape, v.dtype) for k, v in shapes.items()}
+
+        if not shapes:
+            return {}
+        return jax.lax.cond(any_in_batch(cut), compute, skip, (acting, carry, obs))
 
     def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
         """The learning step on a collected trajectory (``state.update`` already counts this update)."""
@@ -261,9 +297,7 @@ class BaseTrainer:
             next_obs, env_state, reward, terminated, truncated, info = step(
                 jax.random.split(key_env, num_envs), env_state, action, env_params
             )
-            cut = truncated & ~terminated
-            fields.update({k: jnp.where(cut, v, 0.0) for k, v in self.bootstrap(acting, next_carry,
-                                                                                info["final_obs"]).items()})
+            fields.update(self.bootstrap_where_cut(acting, next_carry, info["final_obs"], truncated & ~terminated))
             record = dict(obs=obs, begin=begin, action=action, reward=reward, terminated=terminated,
                           truncated=truncated, next_obs=info["final_obs"], **fields)
             return (env_state, next_obs, terminated | truncated, next_carry, key), (record, episode_sums(info))

@@ -108,3 +108,43 @@ def test_act_is_one_step_of_the_policy():
 def test_bad_config(overrides, message):
     with pytest.raises(ValueError, match=message):
         config(**overrides)
+
+
+def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
+    """``final_value`` is the critic's value of the observation a time limit cut the episode at; the
+    collector computes it only on steps where some episode of the whole (vmapped) batch was cut, with
+    the same values as running the critic on every step."""
+    from memgym.agents.trainer import any_in_batch
+
+    assert any_in_batch(jnp.array([False, True]))
+    nested = jax.vmap(jax.vmap(lambda flags: any_in_batch(flags)))(jnp.zeros((2, 3, 4), bool).at[1, 2, 0].set(True))
+    assert nested.shape == (2, 3) and bool(nested.all())  # one answer for the whole batch, broadcast
+
+    calls = []
+
+    class CountingTrainer(ActorCriticTrainer):
+        def bootstrap(self, params, carry, obs):
+            jax.debug.callback(lambda: calls.append(1))
+            return super().bootstrap(params, carry, obs)
+
+    config = ActorCriticConfig(memory="tiny-gru", num_envs=3, rollout_length=40, total_steps=3 * 40)
+    params = tmaze_params(np.array([2, 3]), max_episode_steps=np.array([7, 9]))
+    trainer = CountingTrainer(config, TMazeJax(), example_params=tmaze_params(2))
+    state = jax.vmap(trainer.init)(jax.random.split(jax.random.key(0), 2), params)
+    acting = jax.vmap(lambda s: trainer.acting(s)[0])(state)
+    _, trajectory, _ = jax.jit(jax.vmap(trainer.collect))(state, params, acting)
+    steps = trajectory.steps
+    cut = np.asarray(steps["truncated"] & ~steps["terminated"])  # [seeds, E, T]
+    assert cut.any() and not cut.any(axis=(0, 1)).all()
+    assert len(calls) == int(cut.any(axis=(0, 1)).sum())  # one batched call per step with a cut anywhere
+
+    # Replay each stream to its cut and compare with the critic on the recorded final observation.
+    final_value = np.asarray(steps["final_value"])
+    assert np.all(final_value[~cut] == 0.0)
+    for seed, env, t in zip(*np.nonzero(cut)):
+        carry = jax.tree.map(lambda x: x[seed, env], trajectory.carry)
+        obs = np.concatenate([np.asarray(steps["obs"][seed, env, : t + 1]), np.asarray(steps["next_obs"][seed, env, t])[None]])
+        begin = np.concatenate([np.asarray(steps["begin"][seed, env, : t + 1]), [False]])
+        _, values, _ = trainer.network.apply(jax.tree.map(lambda x: x[seed], state.params), jnp.asarray(obs),
+                                             jnp.asarray(begin), carry)
+        np.testing.assert_allclose(final_value[seed, env, t], values[-1], rtol=1e-5, atol=1e-6)
