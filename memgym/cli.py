@@ -453,6 +453,20 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    """The harness flags of every command that runs cells: budget overrides, the cell timeout, versions."""
+    parser.add_argument("--seeds", type=_bounded("--seeds"), default=None, help="training seeds per value (1-1000)")
+    parser.add_argument("--steps", type=_bounded("--steps"), default=None,
+                        help="training steps per cell, e.g. 1e6 (at most 2**31-1)")
+    parser.add_argument("--eval-episodes", type=_bounded("--eval-episodes"), default=None,
+                        help="evaluation episodes per cell (1-1000)")
+    parser.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
+                        help="wall-clock limit per cell; a slower cell is recorded as failed")
+    parser.add_argument("--new-version", action="store_true",
+                        help="an agent whose code or config changed since its cells were stored: record its cells "
+                             "as its next version (a new row, NAME@v2) instead of refusing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memgym", description="Memory tasks and agents for reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -510,17 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
                      help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
                           "Easy,Hard (popgym-repeat-previous)")
-    run.add_argument("--seeds", type=_bounded("--seeds"), default=None, help="training seeds per value (1-1000)")
-    run.add_argument("--steps", type=_bounded("--steps"), default=None,
-                     help="training steps per cell, e.g. 1e6 (at most 2**31-1)")
-    run.add_argument("--eval-episodes", type=_bounded("--eval-episodes"), default=None,
-                     help="evaluation episodes per cell (1-1000)")
-    run.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
-                     help="wall-clock limit per cell; a slower cell is recorded as failed")
+    _add_budget_flags(run)
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
-    run.add_argument("--new-version", action="store_true",
-                     help="an agent whose code or config changed since its cells were stored: record its cells as "
-                          "its next version (a new row, NAME@v2) instead of refusing")
     run.add_argument("--backend", choices=["local", "ray"], default="local",
                      help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
     run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
@@ -567,16 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="POPGym tasks (Easy), e.g. RepeatFirst,CountRecall (default: the preset's)")
     erun.add_argument("--models", type=_values, default=None, help="memory models of ffm,s5,lru,linattn")
     erun.add_argument("--segment-lengths", type=_segment_lengths, default=None, help="SBB segment lengths, e.g. 10,50")
-    erun.add_argument("--seeds", type=_bounded("--seeds"), default=None, help="training seeds per cell (1-1000)")
-    erun.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps per cell, e.g. 1e5")
-    erun.add_argument("--eval-episodes", type=_bounded("--eval-episodes"), default=None,
-                      help="evaluation episodes per cell (1-1000)")
-    erun.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
-                      help="wall-clock limit per cell; a slower cell is recorded as failed")
+    _add_budget_flags(erun)
     erun.add_argument("--no-sensitivity", action="store_true", help="skip the Fig. 3 gradient analysis")
-    erun.add_argument("--new-version", action="store_true",
-                      help="record the cells of agents whose code changed since their cells were stored as a new "
-                           "version instead of refusing")
     erun.set_defaults(func=cmd_experiment_run)
     erep = tbb_sub.add_parser("report", help="write REPORT.md, study.json and the plots from stored results")
     erep.add_argument("--results", default="tbb-vs-sbb-results", help=results_help)

@@ -454,16 +454,14 @@ def markdown(summary: dict[str, Any], sensitivity: list[dict[str, Any]], images:
 
 def plot_returns(summary: dict[str, Any], path: Path) -> bool:
     """Fig. 6 style: a panel per (preset, task), evaluation return per batching with 95% intervals, a line per model."""
-    from memgym.leaderboard.report import _pyplot
+    from memgym.leaderboard.report import finish_panels, panel_grid, pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     rows = [r for r in summary["rows"] if "mean" in r]
     if plt is None or not rows:
         return False
     panels = sorted({(r["preset"], r["task"]) for r in rows}, key=lambda p: (p[0], TASKS.index(p[1])))
-    columns = min(len(panels), 4)
-    figure, axes = plt.subplots(-(-len(panels) // columns), columns, figsize=(4 * columns, 3.2 * -(-len(panels) //
-                                columns)), squeeze=False)
+    figure, axes = panel_grid(plt, len(panels), height=3.2)
     for axis, (preset, task) in zip(axes.flat, panels):
         part = [r for r in rows if r["preset"] == preset and r["task"] == task]
         batchings = sorted({r["batching"] for r in part}, key=lambda b: 0 if b == "tbb" else int(b[3:]))
@@ -477,19 +475,14 @@ def plot_returns(summary: dict[str, Any], path: Path) -> bool:
         axis.set_xticks(range(len(batchings)), [batching_label(b) for b in batchings], fontsize=8)
         axis.set(title=f"{task} ({preset})", ylabel="evaluation return", ylim=(-1.05, 1.05))
         axis.legend(fontsize=7)
-    for axis in list(axes.flat)[len(panels):]:
-        axis.axis("off")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
+    return finish_panels(plt, figure, axes, len(panels), path)
 
 
 def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
     """Fig. 3 style: the share of ``|∂Q/∂o_i|`` per lag, and its cumulative share, TBB vs SBB."""
-    from memgym.leaderboard.report import _pyplot
+    from memgym.leaderboard.report import finish_panels, pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None or not sensitivity:
         return False
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -506,10 +499,7 @@ def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
     right.set(title="cumulative share (red: SBB segment length)", xlabel="steps before the last",
               ylabel="share from the last k steps", ylim=(0, 1.02))
     left.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return True
+    return finish_panels(plt, figure, np.array([left, right]), 2, path)
 
 
 def write_report(results: str | os.PathLike | None = None, out: str | os.PathLike | None = None) -> dict[str, Path]:

@@ -232,7 +232,8 @@ def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMA
     return "\n".join(parts) + "\n"
 
 
-def _pyplot():
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, or None without matplotlib."""
     try:
         import matplotlib
 
@@ -245,7 +246,7 @@ def _pyplot():
 
 def plot(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
     """Score vs swept value with 95% intervals, one line per agent; False without matplotlib."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return False
     score, sweep = track.score, track.sweep
@@ -267,15 +268,12 @@ def plot(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
         if score.chance is not None:
             axis.axhline(score.chance, color="gray", linestyle=":", linewidth=1)
         axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return True
+    return finish_panels(plt, figure, axes, axes.size, path, dpi=120)
 
 
 def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
     """Training score over environment steps, one panel per (preset, swept value), a line per agent."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return False
     score, sweep = track.score, track.sweep
@@ -283,9 +281,7 @@ def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE
                     key=lambda panel: (panel[0], sweep.index(panel[1])))
     if not panels:
         return False
-    columns = min(len(panels), 4)
-    rows = -(-len(panels) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3 * rows), squeeze=False)
+    figure, axes = panel_grid(plt, len(panels))
     for axis, (budget, length) in zip(axes.flat, panels):
         for e in (e for e in board["entries"] if e["preset"] == budget):
             curve = e["curves"].get(length)
@@ -294,10 +290,22 @@ def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE
         axis.set(title=f"{budget}, {sweep.column(length)}", xlabel="environment steps",
                  ylabel=f"training {score.label}", ylim=_limits(score.bounds))
         axis.legend(fontsize=7)
-    for axis in list(axes.flat)[len(panels):]:
+    return finish_panels(plt, figure, axes, len(panels), path)
+
+
+def panel_grid(plt, panels: int, width: float = 4.0, height: float = 3.0):
+    """``(figure, axes)``: a grid of at most 4 columns with room for ``panels`` panels."""
+    columns = min(panels, 4)
+    rows = -(-panels // columns)
+    return plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
+
+
+def finish_panels(plt, figure, axes, used: int, path: Path, dpi: int = 110) -> bool:
+    """Hide the grid's panels past the first ``used``, save the figure to ``path`` and close it; True."""
+    for axis in list(axes.flat)[used:]:
         axis.axis("off")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=dpi)
     plt.close(figure)
     return True
 
