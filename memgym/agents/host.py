@@ -212,8 +212,12 @@ class HostLoop:
 
     @property
     def state(self):
-        """The run's :class:`~memgym.agents.trainer.TrainState`."""
+        """The run's :class:`~memgym.agents.trainer.TrainState` (settable, e.g. to resume from a checkpoint)."""
         return self.agent.state
+
+    @state.setter
+    def state(self, state) -> None:
+        self.agent.state = state
 
     def collect(self, acting: Any) -> tuple[Trajectory, dict[str, Any]]:
         """``config.steps_per_update`` vector steps acting with ``acting``: the trajectory (as the functional

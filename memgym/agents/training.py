@@ -240,7 +240,8 @@ def train_gymnasium(config: Any, env_id: str, out: str | os.PathLike, *, seed: i
         loop = HostLoop.for_config(config, envs, seed=seed)
         done = 0
         if resume and checkpoint.exists():
-            loop.state, done = load_checkpoint(checkpoint, loop.state)
+            state, done = load_checkpoint(checkpoint, loop.state)
+            loop.state = state.replace(begin=jnp.ones_like(state.begin))  # the envs were just reset
             log(f"resuming {out} at update {done} (environments restart with new episodes)")
         total = config.num_updates
         per_chunk = max(1, total // chunks)
