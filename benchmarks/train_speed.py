@@ -53,6 +53,12 @@ import time
 from typing import Any
 
 MODELS = ["arelit", "relit", "gtrxl-128", "gtrxl-256", "lstm", "gru", "linear_attention", "s5", "lru", "ffm"]
+# The same presets trained another way, for before/after rows measured in the same run:
+# ``<preset>-recurrent`` trains with the step-by-step monoid scan instead of the chunkwise-parallel form.
+VARIANTS = {
+    "relit-recurrent": ("relit", {"sub_chunk_size": None}),
+    "linear_attention-recurrent": ("linear_attention", {"sub_chunk_size": None}),
+}
 RESULT_MARKER = "TRAIN_SPEED_RESULT "
 
 # Thesis targets (issue / thesis §5.2.3).
@@ -122,17 +128,19 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
     from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
     updates, runs, repeats = opts["updates"], opts["runs"], opts["repeats"]
+    name = preset
+    preset, overrides = VARIANTS.get(name, (name, {}))
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
     config = ActorCriticConfig(
-        algorithm="a2c", memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef,
-        num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
+        algorithm="a2c", memory=preset, memory_config=json.dumps(overrides), learning_rate=learning_rate,
+        entropy_coef=entropy_coef, num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
     )
     steps_per_update = config.env_steps_per_update
     env = TMazeJax()
     env_params = tmaze_params(opts["corridor_length"], max_episode_steps=opts["max_episode_steps"])
     trainer = ActorCriticTrainer(config, env, example_params=env_params)
     row: dict[str, Any] = {
-        "model": preset, "memory_model": MEMORY_PRESETS[preset][0], "memory_config": MEMORY_PRESETS[preset][1],
+        "model": name, "memory_model": MEMORY_PRESETS[preset][0], "memory_config": {**MEMORY_PRESETS[preset][1], **overrides},
         "updates": updates, "steps_per_update": steps_per_update,
     }
 
@@ -307,7 +315,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="K = 1 update, R = 2 runs, 1 timed call (a smoke run; defaults below otherwise)")
-    parser.add_argument("--models", nargs="*", choices=MODELS, help="presets to time (default all)")
+    parser.add_argument("--models", nargs="*", choices=MODELS + list(VARIANTS),
+                        help="presets to time (default all MODELS; VARIANTS such as relit-recurrent on request)")
     parser.add_argument("--updates", "-K", type=int, help="updates per timed call (default 1 on CPU, 8 on GPU)")
     parser.add_argument("--runs", "-R", type=int,
                         help="runs vmapped together (default 4 on CPU, 64 on GPU; 0 skips the vmapped measurement)")

@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory.attention import episode_steps
+from memgym.memory.attention import EPSILON, episode_steps
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
-from memgym.memory.relit import EPSILON, ReLiTFeatures, outer_flat
+from memgym.memory.relit import ReLiTFeatures, outer_flat
 from memgym.memory.transformer import MonoidAttentionTransformer
 from memgym.memory.validation import check_positive
 

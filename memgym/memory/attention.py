@@ -18,17 +18,19 @@ eq. 4.20–4.21); ``()`` for the others.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.chunkwise import GatedHead, chunkwise_attention
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
 
 PyTree = Any
 AttentionCarry = tuple[PyTree, Any]  # (per-head carries [heads, ...], episode step int32 [] or ())
+EPSILON = 1e-6  # ε of the readouts a_t = C_t q_t / (s_t · q_t + ε): finite when s_t · q_t vanishes
 
 
 def episode_steps(start: jax.Array, step_in: jax.Array) -> jax.Array:
@@ -61,8 +63,15 @@ class MultiHeadMonoidAttention(MonoidMemory):
     head_dim: int
     chunk_size: int | None = 64
 
+    if TYPE_CHECKING:  # a dataclass field of the ``chunkwise`` subclasses (declared there to keep their field order)
+        sub_chunk_size: int | None
+
     # True: the carry keeps the step t within the episode and ``project`` reads it (see the module docstring).
     uses_episode_step: ClassVar[bool] = False
+    # True: a head's state is gated linear attention (C, s) and :meth:`gated_head` gives a chunk in that
+    # form, so tapes train in the chunkwise-parallel form (:mod:`memgym.memory.chunkwise`) when the
+    # subclass's ``sub_chunk_size`` option is set.
+    chunkwise: ClassVar[bool] = False
 
     def initial_head_carry(self) -> PyTree:
         """The carry of one head at an episode start (what a stream stores per head)."""
@@ -81,12 +90,34 @@ class MultiHeadMonoidAttention(MonoidMemory):
         heads, step = carry
 
         def one_head(inputs: PyTree, queries: PyTree, head_carry: PyTree) -> tuple[jax.Array, PyTree]:
-            return MonoidMemory.scan(self, monoid, Tape(inputs, queries, tape.weights), start, head_carry)
+            return self.head_scan(monoid, Tape(inputs, queries, tape.weights), start, head_carry)
 
         readout, heads = jax.vmap(one_head)(tape.inputs, tape.queries, heads)
         if self.uses_episode_step:
             step = episode_steps(start, step)[-1] + 1
         return readout, (heads, step)
+
+    def head_scan(self, monoid: Monoid, tape: Tape, start: jax.Array, head_carry: PyTree) -> tuple[jax.Array, PyTree]:
+        """One head over the tape: the chunkwise-parallel form where the mixer has one (``chunkwise``,
+        ``sub_chunk_size`` set, ``T > 1``), else the monoid's scan (:meth:`MonoidMemory.scan`, the reference
+        and the acting path)."""
+        if not self.chunkwise or self.sub_chunk_size is None or start.shape[0] == 1:
+            return MonoidMemory.scan(self, monoid, tape, start, head_carry)
+        return chunkwise_attention(
+            lambda xs, valid: self.gated_head(*xs, valid),
+            (tape.inputs, tape.queries),
+            start,
+            head_carry,
+            chunk_size=self.chunk_size,
+            sub_chunk_size=self.sub_chunk_size,
+            epsilon=EPSILON,
+        )
+
+    def gated_head(self, inputs: PyTree, queries: PyTree, valid: jax.Array) -> GatedHead:
+        """A chunk of one head as gated linear attention (mixers with ``chunkwise``): encoder inputs and
+        queries ``[c, ...]`` → :class:`~memgym.memory.chunkwise.GatedHead`, zero keys and values and unit
+        decays where not ``valid``."""
+        raise NotImplementedError
 
     def decode(self, readout: jax.Array, x: jax.Array) -> jax.Array:
         """Concatenate the heads' outputs ``[heads, T, head_dim]`` and project them to ``[T, features]``."""

@@ -15,18 +15,18 @@ element ``(C, s)`` itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.attention import MultiHeadMonoidAttention
+from memgym.memory.attention import EPSILON, MultiHeadMonoidAttention
+from memgym.memory.chunkwise import GatedHead
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.transformer import MonoidAttentionTransformer
-
-EPSILON = 1e-6  # keeps a_t finite when s_t · q_t underflows
+from memgym.memory.validation import check_chunk_size
 
 
 def additive_monoid() -> Monoid:
@@ -40,7 +40,19 @@ def feature_map(z: jax.Array) -> jax.Array:
 
 
 class LinearAttention(MultiHeadMonoidAttention):
-    """Multi-head Linear Transformer self-attention (thesis Alg. 4)."""
+    """Multi-head Linear Transformer self-attention (thesis Alg. 4).
+
+    Attributes:
+        sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form
+            (:mod:`memgym.memory.chunkwise`); ``None``: the recurrent scan.
+    """
+
+    sub_chunk_size: int | None = 32
+
+    chunkwise: ClassVar[bool] = True
+
+    def check(self) -> None:
+        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
 
     def monoid(self) -> Monoid:
         return additive_monoid()
@@ -67,15 +79,31 @@ class LinearAttention(MultiHeadMonoidAttention):
         numerator = jnp.einsum("tij,tj->ti", c, queries)
         return numerator / (jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
+    def gated_head(self, inputs: tuple[jax.Array, jax.Array], queries: jax.Array, valid: jax.Array) -> GatedHead:
+        """Alg. 4 as (ungated) linear attention: keys ``φ(k)``, values ``v``, no decay."""
+        v, k = inputs
+        keep = valid[:, None]
+        return GatedHead(q=queries, k=jnp.where(keep, k, 0.0), v=jnp.where(keep, v, 0.0))
+
 
 class LinearAttentionTransformer(MonoidAttentionTransformer):
     """Gated transformer stack (thesis Fig. 2.3) with Linear Transformer self-attention.
 
     Attributes:
         chunk_size: tape chunk length of the attention scans (``None``: one chunk).
+        sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form (``None``: train with
+            the recurrent scan, one ``d_h × d_h`` state per step).
     """
 
     chunk_size: int | None = 64
+    sub_chunk_size: int | None = 32
+
+    def check(self) -> None:
+        super().check()
+        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
 
     def mixer(self, **module_kwargs: Any) -> LinearAttention:
-        return LinearAttention(self.features, self.num_heads, self.head_size, self.chunk_size, **module_kwargs)
+        return LinearAttention(
+            self.features, self.num_heads, self.head_size, self.chunk_size,
+            sub_chunk_size=self.sub_chunk_size, **module_kwargs,
+        )

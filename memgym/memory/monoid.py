@@ -210,8 +210,36 @@ def run_memory_monoid(
         states, carry_out = scan_monoid(monoid, encode(elements), start, carry, method=method)
         return decode(states, decode_inputs), carry_out
 
-    # As many chunks as chunk_size asks for, evened out so the last one is not mostly padding
-    # (T = 257 in chunks of 64: five chunks of 52, 3 padded steps, not 63).
+    def body(state, chunk, valid):
+        chunk_inputs, chunk_decode_inputs, chunk_start = chunk
+        chunk_elements = encode(chunk_inputs)
+        ident = monoid.identity(jax.tree.map(lambda e: e[0], chunk_elements))
+        chunk_elements = jax.tree.map(
+            lambda e, i: jnp.where(_broadcast_flag(valid, e), e, i[None]), chunk_elements, ident
+        )
+        states, state = scan_monoid(monoid, chunk_elements, chunk_start, state, method=method)
+        return state, decode(states, chunk_decode_inputs)
+
+    return scan_in_chunks(body, carry, (elements, decode_inputs, jnp.asarray(start, bool)), chunk_size)
+
+
+def scan_in_chunks(
+    body: Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree]],
+    carry: PyTree,
+    xs: PyTree,
+    chunk_size: int,
+) -> tuple[PyTree, PyTree]:
+    """``body`` over a tape cut into even chunks, sequentially, each chunk rematerialised in the backward pass.
+
+    ``xs`` has leaves ``[T, ...]``. The tape is cut into ``⌈T/chunk_size⌉`` chunks of equal
+    length ``K ≤ chunk_size`` (T = 257 in chunks of 64: five chunks of 52 and 3 padded steps,
+    not 63), zero-padded at the end; ``body(carry, chunk [K, ...], valid [K] bool) ->
+    (carry, outputs [K, ...])`` runs under ``jax.checkpoint`` in a ``lax.scan``, so only the
+    carries at chunk boundaries are kept for the backward pass: memory is ``O(T/K)`` carries
+    plus one chunk's intermediates. ``body`` must leave the carry unchanged on steps that are
+    not ``valid``. Returns ``(outputs [T, ...], carry out)``.
+    """
+    length = jax.tree.leaves(xs)[0].shape[0]
     num_chunks = math.ceil(length / chunk_size)
     chunk_size = math.ceil(length / num_chunks)
     pad = num_chunks * chunk_size - length
@@ -221,20 +249,14 @@ def run_memory_monoid(
             x = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)], axis=0)
         return x.reshape((num_chunks, chunk_size) + x.shape[1:])
 
-    chunked = jax.tree.map(pad_and_chunk, (elements, decode_inputs, jnp.asarray(start, bool)))
+    chunked = jax.tree.map(pad_and_chunk, xs)
     valid = pad_and_chunk(jnp.ones(length, bool))
 
     @jax.checkpoint
-    def chunk(state, inputs):
-        chunk_inputs, chunk_decode_inputs, chunk_start, chunk_valid = inputs
-        chunk_elements = encode(chunk_inputs)
-        ident = monoid.identity(jax.tree.map(lambda e: e[0], chunk_elements))
-        chunk_elements = jax.tree.map(
-            lambda e, i: jnp.where(_broadcast_flag(chunk_valid, e), e, i[None]), chunk_elements, ident
-        )
-        states, state = scan_monoid(monoid, chunk_elements, chunk_start, state, method=method)
-        return state, decode(states, chunk_decode_inputs)
+    def step(state, inputs):
+        chunk, chunk_valid = inputs
+        return body(state, chunk, chunk_valid)
 
-    carry_out, outputs = jax.lax.scan(chunk, carry, (*chunked, valid))
+    carry_out, outputs = jax.lax.scan(step, carry, (chunked, valid))
     outputs = jax.tree.map(lambda y: y.reshape((num_chunks * chunk_size,) + y.shape[2:])[:length], outputs)
     return outputs, carry_out

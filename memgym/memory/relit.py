@@ -24,19 +24,18 @@ stream's carry is just ``(C, s)``: ``d_h · η d_h + η d_h`` floats per head
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.attention import MultiHeadMonoidAttention
+from memgym.memory.attention import EPSILON, MultiHeadMonoidAttention
+from memgym.memory.chunkwise import GatedHead
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.transformer import MonoidAttentionTransformer
-from memgym.memory.validation import check_positive
-
-EPSILON = 1e-6  # keeps a_t finite when s_t · q_t is zero (relu features can all vanish)
+from memgym.memory.validation import check_chunk_size, check_positive
 
 
 def relit_monoid() -> Monoid:
@@ -88,7 +87,20 @@ class ReLiTFeatures(MultiHeadMonoidAttention):
 
 
 class ReLiTAttention(ReLiTFeatures):
-    """Multi-head ReLiT self-attention (thesis Alg. 5)."""
+    """Multi-head ReLiT self-attention (thesis Alg. 5).
+
+    Attributes:
+        sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form
+            (:mod:`memgym.memory.chunkwise`); ``None``: the recurrent scan.
+    """
+
+    sub_chunk_size: int | None = 16
+
+    chunkwise: ClassVar[bool] = True
+
+    def check(self) -> None:
+        super().check()
+        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
 
     def monoid(self) -> Monoid:
         return relit_monoid()
@@ -125,6 +137,19 @@ class ReLiTAttention(ReLiTFeatures):
         queries = outer_flat(*queries)
         return jnp.einsum("tij,tj->ti", c, queries) / (jnp.sum(s * queries, axis=-1, keepdims=True) + EPSILON)
 
+    def gated_head(self, inputs: tuple[Any, ...], queries: tuple[jax.Array, jax.Array], valid: jax.Array) -> GatedHead:
+        """Eq. 3.5–3.6 as gated linear attention: keys ``γ ⊙ k = flatten((γ_a ⊙ k_a) ⊗ (γ_b ⊙ k_b))``, values
+        ``β ⊙ v``, decays ``1 − γ`` and ``1 − β``."""
+        v, (k_a, k_b), beta, (gamma_a, gamma_b) = inputs
+        keep = valid[:, None]
+        return GatedHead(
+            q=outer_flat(*queries),
+            k=jnp.where(keep, outer_flat(gamma_a * k_a, gamma_b * k_b), 0.0),
+            v=jnp.where(keep, beta * v, 0.0),
+            key_decay=jnp.where(keep, 1.0 - outer_flat(gamma_a, gamma_b), 1.0),
+            value_decay=jnp.where(keep, 1.0 - beta, 1.0),
+        )
+
 
 class ReLiTTransformer(MonoidAttentionTransformer):
     """ReLiT: the gated transformer stack (thesis Fig. 2.3) with ReLiT self-attention (§3.3).
@@ -132,14 +157,21 @@ class ReLiTTransformer(MonoidAttentionTransformer):
     Attributes:
         eta: ``η``, the size of the learned feature map (thesis Table A.2: 4).
         chunk_size: tape chunk length of the attention scans (``None``: one chunk).
+        sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form (``None``: train with
+            the recurrent scan, one ``d_h × η d_h`` state per step).
     """
 
     eta: int = 4
-    chunk_size: int | None = 32
+    chunk_size: int | None = 64
+    sub_chunk_size: int | None = 16
 
     def check(self) -> None:
         super().check()
         check_positive(eta=self.eta)
+        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
-        return ReLiTAttention(self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta, **module_kwargs)
+        return ReLiTAttention(
+            self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta,
+            sub_chunk_size=self.sub_chunk_size, **module_kwargs,
+        )

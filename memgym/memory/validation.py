@@ -27,10 +27,10 @@ def check_positive(**values: Any) -> None:
             raise ValueError(f"{name} must be a positive integer; got {name}={value!r}")
 
 
-def check_chunk_size(chunk_size: Any) -> None:
-    """``chunk_size`` is ``None`` (the whole tape in one chunk) or an integer >= 1."""
+def check_chunk_size(chunk_size: Any, name: str = "chunk_size", none_means: str = "one chunk") -> None:
+    """``chunk_size`` is ``None`` (the whole tape in one chunk) or an integer >= 1 (``name``: the option's name)."""
     if chunk_size is not None and not is_positive_int(chunk_size):
-        raise ValueError(f"chunk_size must be None (one chunk) or a positive integer; got chunk_size={chunk_size!r}")
+        raise ValueError(f"{name} must be None ({none_means}) or a positive integer; got {name}={chunk_size!r}")
 
 
 def input_width(model: Any) -> int | None:
