@@ -233,11 +233,10 @@ def _board_text(results: str, track) -> str:
     return report.markdown(report.build_board(track.store(results), track), track=track)
 
 
-def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import report, runner, tracks
+def _budget_and_results(args: argparse.Namespace, track, default_results: str):
+    """The budget (``--preset`` with the budget flags) and a writable results directory of a command that runs cells."""
     from dataclasses import replace
 
-    track = tracks.get(args.track)
     base = track.preset(args.preset)
     try:
         values = None if args.values is None else [track.sweep.parse(value) for value in args.values]
@@ -249,7 +248,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
         raise ValueError(f"--values {','.join(args.values)}: {error}") from None
     budget = track.preset(args.preset, values=values, seeds=args.seeds, total_steps=args.steps,
                           eval_episodes=args.eval_episodes)
-    results = args.results or track.results_dir
+    results = args.results or default_results
     store = track.store(results)
     try:
         store.check_writable()
@@ -257,6 +256,10 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
         raise ValueError(f"--results {results}: {error}") from None
     for path, problem in store.unreadable():
         print(f"unreadable record, kept and not counted: {path} {problem}", flush=True)
+    return budget, results
+
+
+def _backend(args: argparse.Namespace):
     backend = None
     if args.backend == "ray":
         from memgym.leaderboard.ray_backend import RayBackend
@@ -264,6 +267,15 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
         backend = RayBackend(address=args.address, num_cpus=args.cpus_per_task, num_gpus=args.gpus_per_task)
     elif args.address is not None:
         raise ValueError("--address applies to --backend ray only")
+    return backend
+
+
+def cmd_leaderboard_run(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import report, runner, tracks
+
+    track = tracks.get(args.track)
+    budget, results = _budget_and_results(args, track, track.results_dir)
+    backend = _backend(args)
     print(f"memgym leaderboard ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
           f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
           flush=True)
@@ -273,6 +285,40 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     written = report.write_report(results, track=track)
     print(_board_text(results, track))
     print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+def _numbers(text: str) -> list[float]:
+    """Comma-separated positive numbers, e.g. ``1e-3,5e-4``."""
+    try:
+        values = [float(part) for part in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 1e-3,5e-4, got {text!r}") from None
+    if not values or any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
+    return values
+
+
+def cmd_leaderboard_tune(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import tracks, tuning
+
+    track = tracks.get(args.track)
+    budget, results = _budget_and_results(args, track, f"{track.results_dir}-tuning")
+    grid = {"learning_rate": tuple(args.learning_rates or tuning.THESIS_GRID["learning_rate"]),
+            "entropy_coef": tuple(args.entropy_coefs or tuning.THESIS_GRID["entropy_coef"])}
+    print(f"memgym leaderboard tune ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
+          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
+          flush=True)
+    outcome = tuning.tune(args.agent, budget, results, grid=grid, track=track,
+                          log=lambda line: print(line, flush=True), cell_timeout=args.cell_timeout,
+                          backend=_backend(args), new_version=args.new_version)
+    print(tuning.table(outcome, track))
+    selected = outcome["selected"]
+    if selected is None:
+        print("no configuration has all its cells yet: nothing selected")
+        return 1
+    print(f"selected: {selected['spec']} (training {track.score.label} {selected['train_score']:.3f}); "
+          f"wrote {outcome['path']}")
     return 0
 
 
@@ -324,7 +370,7 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
         print(f"track {track.name} ({track.title}; {' and '.join(track.tiers)} tier; results in {track.results_dir}):")
         for budget in track.presets.values():
             default = " (default)" if budget.name == track.default_preset else ""
-            print(f"  {budget.name:10s} {track.sweep.plural.replace('_', ' ')} {list(budget.values)}, "
+            print(f"  {budget.name:16s} {track.sweep.plural.replace('_', ' ')} {list(budget.values)}, "
                   f"{budget.seeds} seeds, {budget.total_steps:,} steps, eval {budget.eval_episodes} episodes{default}")
     return 0
 
@@ -467,6 +513,26 @@ def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
                              "as its next version (a new row, NAME@v2) instead of refusing")
 
 
+TRACK_HELP = "tmaze (default) | popgym-repeat-previous (any-framework agents only); each has its own board"
+
+
+def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> None:
+    """The flags of every leaderboard command that runs cells: track, results, values, budget, backend."""
+    parser.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    parser.add_argument("--results", default=None, help=f"results directory (resumes if it exists; {results_default})")
+    parser.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
+                        help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
+                             "Easy,Hard (popgym-repeat-previous)")
+    _add_budget_flags(parser)
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--cpus-per-task", type=_bounded("--cpus-per-task"), default=1.0,
+                        help="Ray: CPUs reserved per task")
+    parser.add_argument("--gpus-per-task", type=_bounded("--gpus-per-task"), default=0.0,
+                        help="Ray: GPUs reserved per task")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memgym", description="Memory tasks and agents for reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -510,43 +576,42 @@ def build_parser() -> argparse.ArgumentParser:
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
                                                 "lengths; also popgym-repeat-previous)")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
-    track_help = "tmaze (default) | popgym-repeat-previous (any-framework agents only); each has its own board"
     run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
     run.add_argument("--agent", action="append", required=True,
-                     help="'package.module:factory' or a registered name (repeat for several agents)")
-    run.add_argument("--track", default="tmaze", help=track_help)
+                     help="'package.module:factory' or a registered name, optionally with options, e.g. "
+                          "'a2c-arelit[learning_rate=5e-4]' (repeat for several agents)")
     run.add_argument("--preset", default=None,
-                     help="the track's default: tmaze thesis (lengths 120-200, 10M steps, 10 seeds; meant for a GPU); "
-                          "also standard | smoke (a few minutes on a CPU); see `memgym leaderboard list`")
-    run.add_argument("--results", default=None,
-                     help="results directory (resumes if it exists; default: leaderboard-results for tmaze, "
-                          "leaderboard-results-<track> otherwise)")
-    run.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
-                     help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
-                          "Easy,Hard (popgym-repeat-previous)")
-    _add_budget_flags(run)
+                     help="the track's default: tmaze thesis (the thesis protocol: lengths 120-200, 10M steps, 50 "
+                          "seeds; meant for a GPU); also thesis-10-seeds | standard | smoke (a few minutes on a "
+                          "CPU); see `memgym leaderboard list`")
+    _add_cell_flags(run, "default: leaderboard-results for tmaze, leaderboard-results-<track> otherwise")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
-    run.add_argument("--backend", choices=["local", "ray"], default="local",
-                     help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
-    run.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    run.add_argument("--cpus-per-task", type=_bounded("--cpus-per-task"), default=1.0,
-                     help="Ray: CPUs reserved per task")
-    run.add_argument("--gpus-per-task", type=_bounded("--gpus-per-task"), default=0.0,
-                     help="Ray: GPUs reserved per task")
     run.set_defaults(func=cmd_leaderboard_run)
+    tune = board_sub.add_parser("tune", help="select an agent's learning rate and entropy coefficient as the thesis "
+                                             "does (Table A.1 grid; cells stored like a board's)")
+    tune.add_argument("--agent", required=True, help="an agent that takes options, e.g. a2c-arelit (see "
+                                                     "`memgym leaderboard list`)")
+    tune.add_argument("--preset", default="tune", help="tune (the thesis sweep: lengths 120-200, 5 seeds, 5M steps; "
+                                                       "GPU) or any preset of the track, e.g. smoke")
+    tune.add_argument("--learning-rates", type=_numbers, default=None,
+                      help="default: Table A.1, 1e-3,5e-4,1e-4,5e-5,1e-5")
+    tune.add_argument("--entropy-coefs", type=_numbers, default=None,
+                      help="default: Table A.1, 1e-1,1e-2,1e-3,1e-4,1e-5")
+    _add_cell_flags(tune, "default: leaderboard-results-tuning for tmaze")
+    tune.set_defaults(func=cmd_leaderboard_tune)
     show = board_sub.add_parser("show", help="print the ranked table of stored results")
-    show.add_argument("--track", default="tmaze", help=track_help)
+    show.add_argument("--track", default="tmaze", help=TRACK_HELP)
     show.add_argument("--results", default=None, help="default: the track's results directory")
     show.set_defaults(func=cmd_leaderboard_show)
     rep = board_sub.add_parser("report", help="write LEADERBOARD.md, index.html, board.json and plots")
-    rep.add_argument("--track", default="tmaze", help=track_help)
+    rep.add_argument("--track", default="tmaze", help=TRACK_HELP)
     rep.add_argument("--results", default=None, help="default: the track's results directory")
     rep.add_argument("--out", default=None,
                      help="output directory (default: docs/leaderboard for tmaze, docs/leaderboard-<track> otherwise)")
     rep.set_defaults(func=cmd_leaderboard_report)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
-    chk.add_argument("--track", default="tmaze", help=track_help)
+    chk.add_argument("--track", default="tmaze", help=TRACK_HELP)
     chk.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps of the check (JAX tier)")
     chk.add_argument("--step-timeout", type=_bounded("--step-timeout"), default=DEFAULT_STEP_TIMEOUT,
                      metavar="SECONDS", help=f"wall-clock limit of each call into the agent (its factory, train, "

@@ -59,7 +59,8 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "a2c-tiny-gru" in out and "track tmaze (T-Maze; jax and any tier" in out
     assert "track popgym-repeat-previous (POPGym RepeatPrevious; any tier" in out
-    assert "thesis     corridor lengths [120, 140, 160, 180, 200], 10 seeds, 10,000,000 steps" in out
+    assert "thesis           corridor lengths [120, 140, 160, 180, 200], 50 seeds, 10,000,000 steps" in out
+    assert "tune             corridor lengths [120, 140, 160, 180, 200], 5 seeds, 5,000,000 steps" in out
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--seeds", "0")
     assert bad.returncode == 2 and "seeds must be a positive integer, got seeds=0" in bad.stderr
     results = str(tmp_path / "r")

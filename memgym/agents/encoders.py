@@ -24,9 +24,8 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from memgym.memory.initializers import orthogonal
+from memgym.memory.initializers import HIDDEN
 
 
 class ResidualBlock(nn.Module):
@@ -35,8 +34,8 @@ class ResidualBlock(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
-        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=orthogonal(np.sqrt(2.0)))(nn.relu(x))
-        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=orthogonal(np.sqrt(2.0)))(nn.relu(y))
+        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(nn.relu(x))
+        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(nn.relu(y))
         return x + y
 
 
@@ -50,12 +49,12 @@ class ImpalaResNet(nn.Module):
     def __call__(self, image: jax.Array) -> jax.Array:
         x = image
         for channels in self.channels:
-            x = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=orthogonal(np.sqrt(2.0)))(x)
+            x = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             x = ResidualBlock()(x)
             x = ResidualBlock()(x)
         x = nn.relu(x).reshape(x.shape[0], -1)
-        return nn.relu(nn.Dense(self.features, kernel_init=orthogonal(np.sqrt(2.0)))(x))
+        return nn.relu(nn.Dense(self.features, kernel_init=HIDDEN)(x))
 
 
 class ObservationEncoder(nn.Module):

@@ -17,18 +17,17 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from memgym import memory as memory_lib
 from memgym.agents.encoders import ObservationEncoder
-from memgym.memory.initializers import orthogonal
+from memgym.memory.initializers import HIDDEN, orthogonal
 
 Carry = Any
 
 
 def mlp(width: int, layers: int, out: int, out_gain: float, name: str) -> nn.Module:
     """``layers`` tanh layers of ``width`` then a linear output of size ``out`` (orthogonal init)."""
-    hidden = [nn.Dense(width, kernel_init=orthogonal(np.sqrt(2.0)), name=f"{name}_{i}") for i in range(layers)]
+    hidden = [nn.Dense(width, kernel_init=HIDDEN, name=f"{name}_{i}") for i in range(layers)]
     output = nn.Dense(out, kernel_init=orthogonal(out_gain), name=f"{name}_out")
 
     def apply(x: jax.Array) -> jax.Array:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgym.leaderboard.protocol import entry_points
+from memgym.leaderboard.protocol import entry_points, parse_spec
 from memgym.leaderboard.store import provenance
 from memgym.leaderboard.track import Preset, Track
 
@@ -69,7 +69,7 @@ def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
     """Which code an agent is: its spec, factory, installed package and the hash of its code (:func:`code_hash`)."""
     module_name = getattr(factory, "__module__", None) or "?"
     info: dict[str, Any] = {"spec": spec, "factory": f"{module_name}:{getattr(factory, '__qualname__', '?')}"}
-    entry = entry_points().get(spec)
+    entry = entry_points().get(parse_spec(spec)[0])
     if entry is not None and entry.dist is not None:
         info["package"] = f"{entry.dist.name} {entry.dist.version}"
     modules = code_modules(module_name)

@@ -52,7 +52,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log) for spec in agents}
     tasks = []
     for spec in agents:
-        (kind, identity, config, reason), version = inspected[spec], versions[spec]
+        (kind, _, _, reason), version = inspected[spec], versions[spec]
         grid = []
         for value in budget.values:
             missing = [(value, seed) for seed in range(budget.seeds)

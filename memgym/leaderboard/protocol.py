@@ -1,7 +1,10 @@
 """How an agent is submitted to the leaderboard: two tiers, one factory.
 
 A submission is an importable ``"package.module:factory"`` string or the name of an
-entry point in the group ``memgym.agents``. The harness calls
+entry point in the group ``memgym.agents``, optionally followed by options in brackets,
+``"a2c-arelit[learning_rate=0.0005,entropy_coef=0.01]"`` (a factory that takes options has
+a ``with_options(**options)`` method returning the factory of that variant, as the
+reference agents do; :func:`parse_spec`). The harness calls
 ``factory(context: AgentContext)`` and looks at what comes back:
 
 **JAX tier** (pure functions; the harness ``jit``/``vmap``s training over seeds and
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 import sys
@@ -78,10 +82,53 @@ def entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_factory(spec: str) -> Callable[[AgentContext], Any]:
-    """The factory named by ``spec``: ``"package.module:attribute"`` or an entry-point name."""
+_OPTIONS = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<options>[^\[\]]*)\]$")
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"NAME[key=value,...]"`` → ``(NAME, {key: value})``; a spec without brackets has no options.
+
+    A value is read as JSON where it is JSON (``1e-4``, ``0.01``, ``8``, ``true``) and as
+    a string otherwise (``tiny-gru``).
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent must be 'package.module:factory' or a registered name, got {spec!r}")
+    if "[" not in spec and "]" not in spec:
+        return spec, {}
+    match = _OPTIONS.match(spec)
+    if match is None:
+        raise ValueError(f"agent {spec!r}: options go in one pair of brackets at the end, e.g. "
+                         f"'a2c-arelit[learning_rate=0.0005,entropy_coef=0.01]'")
+    options: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in match["options"].split(","))):
+        key, equals, text = (part.strip() for part in item.partition("="))
+        if not equals or not key.isidentifier() or not text:
+            raise ValueError(f"agent {spec!r}: option {item!r} is not key=value")
+        if key in options:
+            raise ValueError(f"agent {spec!r}: option {key!r} is given twice")
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return match["base"].strip(), options
+
+
+def load_factory(spec: str) -> Callable[[AgentContext], Any]:
+    """The factory named by ``spec``: ``"package.module:attribute"`` or an entry-point name, with options."""
+    base, options = parse_spec(spec)
+    factory = _load_base(base)
+    if not options:
+        return factory
+    with_options = getattr(factory, "with_options", None)
+    if not callable(with_options):
+        raise ValueError(f"agent {spec!r}: {base!r} takes no options (its factory has no with_options method)")
+    try:
+        return with_options(**options)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"agent {spec!r}: {error}") from None
+
+
+def _load_base(spec: str) -> Callable[[AgentContext], Any]:
     if ":" in spec:
         module_name, _, attribute = spec.partition(":")
         if os.getcwd() not in sys.path:  # submissions are usually modules of the user's current project

@@ -10,6 +10,7 @@ thesis authors' configs; ``tiny`` agents are small enough for a laptop CPU.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from memgym.agents.config import THESIS_TMAZE_HPARAMS, ActorCriticConfig, DQNConfig
@@ -48,38 +49,51 @@ class TrainerAgent:
         return self._acting().act(params, carry, obs, begin, key)
 
 
-def a2c(memory: str, **overrides: Any):
-    """A factory of thesis-style A2C agents with memory preset ``memory``."""
-    learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(memory, (1e-4, 1e-3))
-    options = {"learning_rate": learning_rate, "entropy_coef": entropy_coef, **overrides}
-    config = ActorCriticConfig(algorithm="a2c", memory=memory, **options)
+def _config(cls: type, **options: Any) -> ActorCriticConfig | DQNConfig:
+    """``cls(**options)``; an option that is not a field of ``cls`` is a ``ValueError`` listing the fields."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(options) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for {cls.__name__}; allowed: {', '.join(fields)}")
+    return cls(**options)
+
+
+def _factory(config: ActorCriticConfig | DQNConfig, doc: str, variant: Callable[..., Any]):
+    """The factory of a :class:`TrainerAgent` with ``config``; ``factory.with_options(**options)`` is the
+    factory of the same agent with config fields replaced (``NAME[field=value,...]`` specs, e.g. a sweep)."""
 
     def factory(context: AgentContext) -> TrainerAgent:
         return TrainerAgent(config)
 
-    factory.__doc__ = f"A2C with {memory} memory (thesis T-Maze setup)."
+    factory.__doc__ = doc
+    factory.with_options = variant  # type: ignore[attr-defined]
     return factory
+
+
+def a2c(memory: str, **overrides: Any):
+    """A factory of thesis-style A2C agents with memory preset ``memory``.
+
+    The learning rate and entropy coefficient default to the thesis authors' values for the
+    preset (:data:`~memgym.agents.config.THESIS_TMAZE_HPARAMS`); ``overrides`` replace any field.
+    """
+    learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(memory, (1e-4, 1e-3))
+    options = {"learning_rate": learning_rate, "entropy_coef": entropy_coef, **overrides}
+    config = _config(ActorCriticConfig, **{"algorithm": "a2c", "memory": memory, **options})
+    return _factory(config, f"A2C with {memory} memory (thesis T-Maze setup).",
+                    lambda **more: a2c(**{"memory": memory, **overrides, **more}))
 
 
 def ppo(memory: str, **overrides: Any):
     options = {"learning_rate": 3e-4, "entropy_coef": 1e-2, **overrides}
-    config = ActorCriticConfig(algorithm="ppo", memory=memory, **options)
-
-    def factory(context: AgentContext) -> TrainerAgent:
-        return TrainerAgent(config)
-
-    factory.__doc__ = f"Recurrent PPO (tape minibatches) with {memory} memory."
-    return factory
+    config = _config(ActorCriticConfig, **{"algorithm": "ppo", "memory": memory, **options})
+    return _factory(config, f"Recurrent PPO (tape minibatches) with {memory} memory.",
+                    lambda **more: ppo(**{"memory": memory, **overrides, **more}))
 
 
 def dqn(memory: str, **overrides: Any):
-    config = DQNConfig(memory=memory, **overrides)
-
-    def factory(context: AgentContext) -> TrainerAgent:
-        return TrainerAgent(config)
-
-    factory.__doc__ = f"Double dueling DQN with TBB replay and {memory} memory."
-    return factory
+    config = _config(DQNConfig, **{"memory": memory, **overrides})
+    return _factory(config, f"Double dueling DQN with TBB replay and {memory} memory.",
+                    lambda **more: dqn(**{"memory": memory, **overrides, **more}))
 
 
 a2c_lstm = a2c("lstm")

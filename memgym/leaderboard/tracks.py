@@ -44,6 +44,8 @@ def _tmaze_jax_params(corridor_lengths: Sequence[int], max_episode_steps: int | 
     return tmaze_params(lengths, max_episode_steps=np.full(len(lengths), max_episode_steps))
 
 
+THESIS_LENGTHS = (120, 140, 160, 180, 200)  # thesis §5.1.2
+
 TMAZE = Track(
     name="tmaze",
     title="T-Maze",
@@ -60,8 +62,14 @@ TMAZE = Track(
                max_episode_steps=100),
         Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
                eval_episodes=100, max_episode_steps=1000),
-        # Thesis §5.1: corridor lengths 120-200, 10M steps, success over the last 100K steps (GPU).
-        Preset("thesis", (120, 140, 160, 180, 200), seeds=10, total_steps=10_000_000, train_window=100_000,
+        # Thesis §5.1.2: corridor lengths 120-200, 10M steps, 50 seeds, success over the last 100K steps (GPU).
+        Preset("thesis", THESIS_LENGTHS, seeds=50, total_steps=10_000_000, train_window=100_000,
+               eval_episodes=100, max_episode_steps=1000),
+        # The same with 10 seeds: a fifth of the cost, wider intervals (not the thesis protocol).
+        Preset("thesis-10-seeds", THESIS_LENGTHS, seeds=10, total_steps=10_000_000, train_window=100_000,
+               eval_episodes=100, max_episode_steps=1000),
+        # Thesis Appendix A.1: the hyperparameter sweep's budget (`memgym leaderboard tune`), 5 seeds × 5M steps.
+        Preset("tune", THESIS_LENGTHS, seeds=5, total_steps=5_000_000, train_window=100_000,
                eval_episodes=100, max_episode_steps=1000),
     ),
     default_preset="thesis",

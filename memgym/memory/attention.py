@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.chunkwise import GatedHead, chunkwise_attention
+from memgym.memory.initializers import HIDDEN
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
 
@@ -122,10 +123,10 @@ class MultiHeadMonoidAttention(MonoidMemory):
     def decode(self, readout: jax.Array, x: jax.Array) -> jax.Array:
         """Concatenate the heads' outputs ``[heads, T, head_dim]`` and project them to ``[T, features]``."""
         merged = jnp.moveaxis(readout, 0, 1).reshape(x.shape[0], self.num_heads * self.head_dim)
-        return nn.Dense(self.features, name="out")(merged)
+        return nn.Dense(self.features, kernel_init=HIDDEN, name="out")(merged)
 
     def heads(self, name: str, x: jax.Array, size: int | None = None) -> jax.Array:
         """Dense projection of ``x[T, d]`` to ``[heads, T, size]`` (``size`` defaults to ``head_dim``)."""
         size = self.head_dim if size is None else size
-        y = nn.Dense(self.num_heads * size, use_bias=False, name=name)(x)
+        y = nn.Dense(self.num_heads * size, use_bias=False, kernel_init=HIDDEN, name=name)(x)
         return jnp.moveaxis(y.reshape(x.shape[0], self.num_heads, size), 1, 0)

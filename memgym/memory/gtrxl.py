@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
 from memgym.memory.validation import check_positive
 
@@ -192,7 +193,7 @@ class GTrXLBlock(nn.Module):
         keys_in = norm(concat)  # queries are its last T rows
 
         def project(name: str) -> nn.Module:
-            return nn.DenseGeneral((heads, head_dim), use_bias=False, name=name)
+            return nn.DenseGeneral((heads, head_dim), use_bias=False, kernel_init=HIDDEN, name=name)
 
         q = project("query")(keys_in[size:])
         k = project("key")(keys_in)
@@ -213,7 +214,7 @@ class GTrXLBlock(nn.Module):
             pad_rows(q), pad_rows(k), pad_rows(v), rel, u, w,
             pad_rows(concat_ok, True), pad_rows(floor), chunk=chunk,
         )[:steps]
-        attended = nn.DenseGeneral(d, axis=(-2, -1), name="attention_out")(attended)
+        attended = nn.DenseGeneral(d, axis=(-2, -1), kernel_init=HIDDEN, name="attention_out")(attended)
 
         # New memory: the last M rows of cat(mem, inputs); rows before the tape's last episode start are stale.
         last_floor = floor[-1]

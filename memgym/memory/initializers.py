@@ -7,6 +7,11 @@ Gram–Schmidt with one re-orthogonalisation pass (CGS2) in plain ``jnp``.
 backend of jaxlib 0.10 several large batched QRs inside one ``jit(vmap(...))``
 (e.g. initialising many seeds' networks at once) deadlock, so every network in
 memgym uses this one.
+
+The thesis initialises every network weight orthogonally (§5.1.2, after Saxe et al.);
+:data:`HIDDEN` (gain :data:`HIDDEN_GAIN` = √2, as in the thesis authors' code) is the
+initialiser of the layers followed by a non-linearity; ``docs/reproduction.md`` lists
+the gain of every layer of the reference agents.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import math
 
 import jax
 import jax.numpy as jnp
+
+
+HIDDEN_GAIN = math.sqrt(2.0)
 
 
 def orthogonal(scale: float = 1.0):
@@ -43,3 +51,6 @@ def orthogonal(scale: float = 1.0):
         return (scale * q).reshape(shape).astype(dtype)
 
     return init
+
+
+HIDDEN = orthogonal(HIDDEN_GAIN)

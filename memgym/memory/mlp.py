@@ -13,14 +13,13 @@ checkpointing it are no-ops) and ``start`` is checked but otherwise unused.
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.initializers import orthogonal
+from memgym.memory.initializers import HIDDEN
 from memgym.memory.validation import check_positive, check_tape
 
 
@@ -53,5 +52,5 @@ class MLP(nn.Module):
         check_tape(x, start, self)
         y = x.astype(jnp.float32)
         for i in range(self.num_layers):
-            y = jnp.tanh(nn.Dense(self.features, kernel_init=orthogonal(math.sqrt(2.0)), name=f"dense_{i}")(y))
+            y = jnp.tanh(nn.Dense(self.features, kernel_init=HIDDEN, name=f"dense_{i}")(y))
         return y, ()

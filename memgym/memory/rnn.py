@@ -37,7 +37,8 @@ class _ResettingStep(nn.Module):
     def __call__(self, carry: Carry, inputs: tuple[jax.Array, jax.Array]) -> tuple[Carry, jax.Array]:
         x, start = inputs
         carry = jax.tree.map(lambda c: jnp.where(start, jnp.zeros_like(c), c), carry)
-        carry, h = self.cell(features=self.features, recurrent_kernel_init=orthogonal(), name="cell")(carry, x)
+        carry, h = self.cell(features=self.features, kernel_init=orthogonal(), recurrent_kernel_init=orthogonal(),
+                                 name="cell")(carry, x)
         return carry, h
 
 

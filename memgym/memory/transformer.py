@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.attention import MultiHeadMonoidAttention
+from memgym.memory.initializers import HIDDEN
 from memgym.memory.validation import check_chunk_size, check_positive, check_tape, resolve_head_dim
 
 Carry = Any
@@ -61,13 +62,13 @@ class GRUGate(nn.Module):
     def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
         d = x.shape[-1]
         if self.fused:
-            w_r, w_z, w_g = jnp.split(nn.Dense(3 * d, name="W")(y), 3, axis=-1)
-            u_r, u_z = jnp.split(nn.Dense(2 * d, use_bias=False, name="U")(x), 2, axis=-1)
-            u_g = nn.Dense(d, use_bias=False, name="U_g")
+            w_r, w_z, w_g = jnp.split(nn.Dense(3 * d, kernel_init=HIDDEN, name="W")(y), 3, axis=-1)
+            u_r, u_z = jnp.split(nn.Dense(2 * d, use_bias=False, kernel_init=HIDDEN, name="U")(x), 2, axis=-1)
+            u_g = nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name="U_g")
         else:
-            w_r, w_z, w_g = (nn.Dense(d, name=name)(y) for name in ("w_r", "w_z", "w_g"))
-            u_r, u_z = (nn.Dense(d, use_bias=False, name=name)(x) for name in ("u_r", "u_z"))
-            u_g = nn.Dense(d, use_bias=False, name="u_g")
+            w_r, w_z, w_g = (nn.Dense(d, kernel_init=HIDDEN, name=name)(y) for name in ("w_r", "w_z", "w_g"))
+            u_r, u_z = (nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name=name)(x) for name in ("u_r", "u_z"))
+            u_g = nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name="u_g")
         r = nn.sigmoid(w_r + u_r)
         z = nn.sigmoid(w_z + u_z - self.gate_bias)
         h = jnp.tanh(w_g + u_g(r * x))
@@ -103,8 +104,8 @@ def gated_layer(
     mixed, carry = mix(nn.LayerNorm(name=names.mixer_norm))
     h = GRUGate(gate_bias, fused_gates, name=names.mixer_gate)(h, nn.relu(mixed))
     f = nn.LayerNorm(name=names.ff_norm)(h)
-    f = nn.Dense(ff_size, name=names.ff_in)(f)
-    f = nn.Dense(h.shape[-1], name=names.ff_out)(nn.relu(f))
+    f = nn.Dense(ff_size, kernel_init=HIDDEN, name=names.ff_in)(f)
+    f = nn.Dense(h.shape[-1], kernel_init=HIDDEN, name=names.ff_out)(nn.relu(f))
     return GRUGate(gate_bias, fused_gates, name=names.ff_gate)(h, nn.relu(f)), carry
 
 
@@ -164,7 +165,7 @@ class GatedTransformer(nn.Module):
         check_tape(x, start, self)
         if len(carry) != self.num_layers:
             raise ValueError(f"carry must hold one entry per layer; got {len(carry)} for num_layers={self.num_layers}")
-        h = nn.Dense(self.features, name="embed")(x)
+        h = nn.Dense(self.features, kernel_init=HIDDEN, name="embed")(x)
         new_carry = []
         for index, layer_carry in enumerate(carry):
             h, layer_carry = self.layer(index, h, start, layer_carry)

@@ -390,6 +390,12 @@ def test_same_seed_same_result(tmp_path):
 def test_presets_and_bad_input():
     assert TMAZE.presets["thesis"].values == (120, 140, 160, 180, 200)
     assert TMAZE.presets["thesis"].total_steps == 10_000_000
+    # Thesis §5.1.2: the mean over 50 seeds, success over the last 100K training steps.
+    assert TMAZE.presets["thesis"].seeds == 50 and TMAZE.presets["thesis"].train_window == 100_000
+    assert TMAZE.presets["thesis-10-seeds"].seeds == 10
+    tune = TMAZE.presets["tune"]  # Appendix A.1: 5 seeds × 5 lengths × 5M steps per configuration
+    assert (tune.values, tune.seeds, tune.total_steps, tune.train_window) == (
+        (120, 140, 160, 180, 200), 5, 5_000_000, 100_000)
     assert TMAZE.preset().name == "thesis"  # the default preset
     assert TMAZE.preset("smoke", total_steps=5000).train_window == 1000
     assert TMAZE.preset("smoke", total_steps=5000).name == "smoke+custom"

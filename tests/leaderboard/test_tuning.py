@@ -1,0 +1,82 @@
+"""``memgym leaderboard tune`` (thesis Appendix A.1) and agent specs with options, from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memgym.cli import main
+from memgym.leaderboard import tracks, tuning
+from memgym.leaderboard.protocol import load_factory, parse_spec
+
+
+def test_spec_options_parse_and_reach_the_config():
+    assert parse_spec("a2c-tiny-gru") == ("a2c-tiny-gru", {})
+    assert parse_spec("a2c-tiny-gru[learning_rate=1e-3, entropy_coef=0.01,memory=tiny-lstm]") == (
+        "a2c-tiny-gru", {"learning_rate": 1e-3, "entropy_coef": 0.01, "memory": "tiny-lstm"})
+    config = load_factory("a2c-tiny-gru[learning_rate=0.002,memory=tiny-lstm]")(None).config
+    assert (config.learning_rate, config.memory, config.rollout_length) == (0.002, "tiny-lstm", 32)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("a2c-tiny-gru[lr=1]", "unknown option(s) ['lr'] for ActorCriticConfig; allowed: algorithm, memory"),
+    ("a2c-tiny-gru[learning_rate=-1]", "learning_rate must be in (0.0, inf], got learning_rate=-1"),
+    ("a2c-tiny-gru[x]", "option 'x' is not key=value"),
+    ("a2c-tiny-gru[a=1,a=2]", "option 'a' is given twice"),
+    ("a2c-tiny-gru[a=1]]", "options go in one pair of brackets at the end"),
+    ("memgym.leaderboard.protocol:tier[a=1]", "takes no options (its factory has no with_options method)"),
+])
+def test_bad_spec_options_are_refused_with_the_reason(spec, message):
+    with pytest.raises(ValueError) as error:
+        load_factory(spec)
+    assert message in str(error.value) and repr(spec) in str(error.value)
+
+
+def test_grid_specs_cover_the_grid_and_refuse_a_fixed_option():
+    specs = tuning.grid_specs("a2c-arelit[rollout_length=64]", {"learning_rate": [1e-3, 1e-4], "entropy_coef": [0.1]})
+    assert specs == ["a2c-arelit[rollout_length=64,learning_rate=0.001,entropy_coef=0.1]",
+                     "a2c-arelit[rollout_length=64,learning_rate=0.0001,entropy_coef=0.1]"]
+    assert len(tuning.grid_specs("a2c-arelit", tuning.THESIS_GRID)) == 25  # Table A.1: 5 × 5
+    with pytest.raises(ValueError, match=r"already fixes \['learning_rate'\]"):
+        tuning.grid_specs("a2c-arelit[learning_rate=1e-3]", {"learning_rate": [1e-4]})
+
+
+def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_success(tmp_path, capsys):
+    results = tmp_path / "tuning"
+    argv = ["leaderboard", "tune", "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", "4", "--seeds", "2",
+            "--steps", "4096", "--learning-rates", "1e-3,1e-5", "--entropy-coefs", "1e-2", "--results", str(results)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    written = json.loads((results / "tuning-a2c-tiny-gru.json").read_text())
+    assert written["grid"] == {"learning_rate": [1e-3, 1e-5], "entropy_coef": [1e-2]}
+    assert written["preset"]["seeds"] == 2 and written["preset"]["total_steps"] == 4096
+    # The selection is the best mean training success over every stored cell of a configuration.
+    records = list(tracks.TMAZE.records(tracks.TMAZE.store(results)))
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    mean = {}
+    for spec in {r["agent"] for r in records}:
+        cells = [r["train"]["success_rate"] for r in records if r["agent"] == spec]
+        mean[spec] = sum(cells) / len(cells)
+    best = max(mean, key=mean.get)
+    assert written["selected"]["spec"] == best
+    assert written["selected"]["train_score"] == pytest.approx(mean[best])
+    assert [c["spec"] for c in written["ranked"]] == sorted(mean, key=lambda s: -mean[s])
+    assert f"selected: {best}" in out and "| 1 | " in out
+    # A second run resumes: nothing is trained again, nothing stored is touched.
+    stored = sorted(p.stat().st_mtime_ns for p in results.rglob("*.json") if not p.name.startswith("tuning-"))
+    assert main(argv) == 0
+    assert "all 2 seeds stored, skipping" in capsys.readouterr().out
+    assert sorted(p.stat().st_mtime_ns for p in results.rglob("*.json") if not p.name.startswith("tuning-")) == stored
+
+
+def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
+    budget = tracks.TMAZE.preset("smoke", values=[4], seeds=1, total_steps=2048)
+    specs = tuning.grid_specs("a2c-tiny-gru", {"learning_rate": [1e-3, 1e-4]})
+    from memgym.leaderboard import runner
+
+    runner.run(specs[:1], budget, tmp_path, log=lambda _: None)  # the second configuration never ran
+    outcome = tuning.select(tmp_path, specs, budget)
+    assert [c["spec"] for c in outcome["ranked"]] == specs[:1] and outcome["selected"]["spec"] == specs[0]
+    bigger = tracks.TMAZE.preset("smoke", values=[4], seeds=2, total_steps=2048)  # now seed 1 is missing
+    assert tuning.select(tmp_path, specs, bigger)["selected"] is None
