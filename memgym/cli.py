@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -433,24 +433,41 @@ def _config_classes() -> list[type]:
     return list(dict.fromkeys(cls for cls, _ in AGENTS.values()))
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from memgym.agents.config import AGENTS
-    from memgym.agents.training import TMAZE_IDS, train_gymnasium, train_tmaze
+def train_setup(args: argparse.Namespace) -> tuple[Any, str]:
+    """``(config, env id)`` of ``memgym train``: the config's defaults, then ``--preset``'s fields, then the flags."""
+    from memgym.agents.config import AGENTS, TRAIN_PRESETS
+    from memgym.agents.training import TMAZE_IDS
 
-    cls, fixed = AGENTS[args.agent]
+    agent, env, options = args.agent or "a2c", args.env or TMAZE_IDS[0], {}
+    if args.preset is not None:
+        agent, env, options = TRAIN_PRESETS[args.preset]
+        if args.agent not in (None, agent):
+            raise ValueError(f"--preset {args.preset} trains --agent {agent}, not --agent {args.agent}")
+        env, options = args.env or env, dict(options)
+    cls, fixed = AGENTS[agent]
+    options.update(fixed)
     allowed = {f.name for f in _config_fields(cls)}
-    options = {}
-    for name in {f.name for c in _config_classes() for f in _config_fields(c)}:
+    for name in {f.name for c in _config_classes() for f in _config_fields(c)} | {"memory"}:
         value = getattr(args, name, None)
         if value is None:
             continue
-        if name not in allowed:
-            raise ValueError(f"--{name.replace('_', '-')} does not apply to --agent {args.agent}")
+        if name not in allowed | {"memory"}:
+            raise ValueError(f"--{name.replace('_', '-')} does not apply to --agent {agent}")
         options[name] = value
-    config = cls(memory=args.memory, total_steps=args.steps, **options, **fixed)
+    if args.steps is not None:
+        options["total_steps"] = args.steps
+    options.setdefault("memory", "arelit")
+    options.setdefault("total_steps", 1_000_000)
+    return cls(**options), env
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from memgym.agents.training import TMAZE_IDS, train_gymnasium, train_tmaze
+
+    config, env = train_setup(args)
     log = lambda line: print(line, flush=True)  # noqa: E731
     print(f"memgym train: {config}", flush=True)
-    if args.env in TMAZE_IDS:
+    if env in TMAZE_IDS:
         train_tmaze(config, args.out, corridor_length=args.corridor_length, max_episode_steps=args.max_episode_steps,
                     seeds=args.seeds, resume=args.resume, log=log)
         print(f"metrics: {args.out}/metrics.csv, checkpoint: {args.out}/checkpoint.npz")
@@ -458,8 +475,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     # Any other Gymnasium env: a host loop per seed, each in its own directory.
     for seed in range(args.seeds):
         out = Path(args.out) / f"seed{seed}" if args.seeds > 1 else Path(args.out)
-        log(f"--- {args.env}, seed {seed} -> {out}")
-        train_gymnasium(config, args.env, out, seed=seed, resume=args.resume, log=log)
+        log(f"--- {env}, seed {seed} -> {out}")
+        train_gymnasium(config, env, out, seed=seed, resume=args.resume, log=log)
         print(f"metrics: {out}/metrics.csv, checkpoint: {out}/checkpoint.npz")
     return 0
 
@@ -556,15 +573,24 @@ def build_parser() -> argparse.ArgumentParser:
                                          "checkpoints, curve)")
     from memgym.agents.config import AGENTS  # plain dataclasses: no JAX needed to build the parser
 
-    train.add_argument("--agent", choices=list(AGENTS), default="a2c",
-                       help="the algorithm (the fields of its config are the flags below)")
-    train.add_argument("--memory", default="arelit", help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model")
-    train.add_argument("--env", default="memgym/TMaze-v0",
-                       help="memgym/TMaze-v0 (jitted, all seeds at once) or any registered Gymnasium env with "
-                            "discrete actions, e.g. memgym/popgym-RepeatFirstEasy-v0 (host loop, seed by seed)")
+    from memgym.agents.config import TRAIN_PRESETS
+
+    train.add_argument("--agent", choices=list(AGENTS), default=None,
+                       help="the algorithm (the fields of its config are the flags below; default a2c, or the preset's)")
+    train.add_argument("--preset", default=None, choices=list(TRAIN_PRESETS),
+                       help="a named setup of the thesis: the memory-maze-* presets are PPO with thesis Table A.3's "
+                            "settings and a Table A.4 model, on memgym/MemoryMaze-11x11-v0 unless --env is given; "
+                            "flags override its fields")
+    train.add_argument("--memory", default=None,
+                       help="a memory preset (e.g. arelit, gtrxl-256, tiny-gru) or model (default arelit, or the "
+                            "preset's)")
+    train.add_argument("--env", default=None,
+                       help="memgym/TMaze-v0 (default; jitted, all seeds at once) or any registered Gymnasium env "
+                            "with discrete actions, e.g. memgym/popgym-RepeatFirstEasy-v0 (host loop, seed by seed)")
     train.add_argument("--corridor-length", type=_positive_int, default=120, help="T-Maze only")
     train.add_argument("--max-episode-steps", type=_positive_int, default=1000, help="T-Maze only")
-    train.add_argument("--steps", type=_steps, default=1_000_000, help="environment steps per seed, e.g. 1e6")
+    train.add_argument("--steps", type=_steps, default=None,
+                       help="environment steps per seed, e.g. 1e6 (default 1e6, or the preset's)")
     train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
     train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")

@@ -69,3 +69,39 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--track", "maze", "--results", results)
     assert bad.returncode == 2 and "unknown track 'maze'; choose one of tmaze, popgym-repeat-previous" in bad.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
+    from memgym.agents.config import resolve_memory
+    from memgym.cli import build_parser, train_setup
+
+    def setup(*argv: str):
+        return train_setup(build_parser().parse_args(["train", *argv]))
+
+    config, env = setup("--preset", "memory-maze-arelit")
+    assert env == "memgym/MemoryMaze-11x11-v0"  # the thesis's sweep env (Appendix A.2)
+    # Table A.3: 1 epoch, 32 workers × 2 envs, rollout 200, sequences of 100, batch 3200, clip 0.1, value clip 1,
+    # gradient norm 4, value coefficient 0.5, γ 0.99, λ 0.95.
+    assert (config.algorithm, config.epochs, config.num_envs, config.rollout_length) == ("ppo", 1, 64, 200)
+    assert (config.batching, config.segment_length) == ("segment", 100)
+    segments = config.num_envs * config.rollout_length // config.segment_length
+    assert segments // config.num_minibatches * config.segment_length == 3200
+    assert (config.clip_eps, config.value_clip, config.max_grad_norm, config.value_coef) == (0.1, 1.0, 4.0, 0.5)
+    assert (config.gamma, config.gae_lambda, config.total_steps) == (0.99, 0.95, 100_000_000)
+    assert config.learning_rate in (2.5e-3, 2.5e-4, 2.5e-5) and config.entropy_coef in (0.03, 0.003, 0.0003)
+    # Table A.4.
+    assert resolve_memory(config.memory) == ("arelit", dict(features=256, num_layers=4, num_heads=8, head_dim=64,
+                                                             eta=4, r=7))
+    assert resolve_memory(setup("--preset", "memory-maze-lstm")[0].memory) == ("lstm", dict(features=768))
+    for m in (64, 128, 256):
+        name, options = resolve_memory(setup("--preset", f"memory-maze-gtrxl-{m}")[0].memory)
+        assert name == "gtrxl" and options == dict(features=256, num_layers=4, num_heads=8, head_dim=64, memory_size=m)
+    config, env = setup("--preset", "memory-maze-lstm", "--env", "memgym/MemoryMaze-15x15-v0", "--num-envs", "2",
+                        "--steps", "1e3", "--learning-rate", "0.0025")
+    assert (env, config.num_envs, config.total_steps, config.learning_rate) == (
+        "memgym/MemoryMaze-15x15-v0", 2, 1000, 0.0025)
+    assert config.epochs == 1 and config.memory == "memory-maze-lstm"
+    config, env = setup()
+    assert (config.algorithm, config.memory, config.total_steps, env) == ("a2c", "arelit", 1_000_000, "memgym/TMaze-v0")
+    bad = run_cli("train", "--preset", "memory-maze-arelit", "--agent", "a2c")
+    assert bad.returncode == 2 and "--preset memory-maze-arelit trains --agent ppo, not --agent a2c" in bad.stderr

@@ -242,3 +242,23 @@ def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
             assert max(jax.tree.leaves(moved)) > 0, f"{type(loop.trainer).__name__} did not update the image encoder"
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-64", "memory-maze-gtrxl-128",
+                                    "memory-maze-gtrxl-256", "memory-maze-arelit"])
+def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
+    """Each thesis Memory Maze preset (Tables A.3, A.4) trains two PPO updates from the command line, at the
+    thesis model sizes, with fewer and shorter environment streams."""
+    import csv
+    import json
+
+    from memgym.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--preset", preset, "--env", "memgym/MemoryMaze-9x9-v0", "--num-envs", "2",
+                 "--rollout-length", "4", "--segment-length", "2", "--steps", "16", "--out", str(out)]) == 0
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert (config["memory"], config["algorithm"], config["epochs"], config["max_grad_norm"]) == (preset, "ppo", 1, 4.0)
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [int(r["env_steps"]) for r in rows] == [8, 16]
+    assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))

@@ -32,7 +32,8 @@ MEMORY_CASES = {
 
 
 def _leaves(tree) -> list[float]:
-    """Sum, sum of squares and first entry of every leaf (real and imaginary parts), in tree order."""
+    """Sum of absolute values (a plain sum of a zero-mean gradient is round-off alone), sum of squares and
+    first entry of every leaf (real and imaginary parts), in tree order."""
     out = []
     for leaf in jax.tree.leaves(tree):
         a = np.asarray(leaf)
@@ -40,7 +41,7 @@ def _leaves(tree) -> list[float]:
             a = a.astype(np.float64)
         for part in ((a.real, a.imag) if np.iscomplexobj(a) else (a,)):
             part = np.asarray(part, np.float64)
-            out += [float(part.sum()), float((part ** 2).sum()), float(part.reshape(-1)[0]) if part.size else 0.0]
+            out += [float(np.abs(part).sum()), float((part ** 2).sum()), float(part.reshape(-1)[0]) if part.size else 0.0]
     return out
 
 
