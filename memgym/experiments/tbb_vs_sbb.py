@@ -224,6 +224,8 @@ TRACK = Track(
     presets={name: study.budget for name, study in STUDIES.items()},
     default_preset="smoke",
     legend="Evaluation return (POPGym, Easy; in [−1, 1]) per task, mean over seeds [95% bootstrap].",
+    reading="How to read it: within a task, compare the rows of one model across batchings; the paper's claim is "
+            "that TBB (whole episodes) scores at least as high as SBB with any segment length.",
     results_dir="tbb-vs-sbb-results",
     report_dir="docs/tbb-vs-sbb",
     check_cell=("RepeatPrevious", None),

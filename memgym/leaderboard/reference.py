@@ -110,9 +110,13 @@ ppo_arelit = ppo("arelit")
 ppo_gru = ppo("gru")
 dqn_ffm = dqn("ffm")
 dqn_lru = dqn("lru")
-# Small agents for CPU smoke runs: shorter rollouts so short budgets still give many updates.
-a2c_tiny_gru = a2c("tiny-gru", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
-a2c_tiny_arelit = a2c("tiny-arelit", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
+# Small agents for CPU smoke runs: shorter rollouts so short budgets still give many updates. Learning rate
+# and entropy coefficient: the best of a 3 × 2 sweep on the smoke preset (`memgym leaderboard tune`; the
+# table is in docs/reproduction.md).
+a2c_tiny_gru = a2c("tiny-gru", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
+a2c_tiny_arelit = a2c("tiny-arelit", rollout_length=32, learning_rate=3e-3, entropy_coef=1e-2)
+# The memoryless control of the main job: the same agent, its model sees only the current observation.
+a2c_tiny_mlp = a2c("tiny-mlp", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
 dqn_tiny_gru = dqn(
     "tiny-gru", batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3, target_rate=0.99,
     epsilon_fraction=0.3,

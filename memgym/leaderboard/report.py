@@ -176,6 +176,8 @@ def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE) 
         lines.append("|" + "---|" * len(header))
         for row in rows:
             lines.append("| " + " | ".join([row[0], f"`{row[1]}`", *row[2:]]) + " |")
+    if board.get("entries"):
+        lines += ["", track.reading]
     if board.get("failures"):
         lines += ["", "## Failed cells", "", f"| agent | preset | {sweep.header} | seed | attempts | reason |",
                   "|---|---|---|---|---|---|"]
@@ -209,6 +211,8 @@ def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMA
         for row in rows:
             parts.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
         parts.append("</table>")
+    if board.get("entries"):
+        parts.append(f"<p>{escape(track.reading)}</p>")
     if board.get("failures"):
         parts.append("<h2>Failed cells</h2>")
         parts.append('<table border="1">')

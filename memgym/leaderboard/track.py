@@ -145,6 +145,7 @@ class Track:
             any-framework tier's vector env holds copies; its spaces are the agents' spaces).
         presets: the named budgets; ``default_preset`` is the one ``run`` uses when none is named.
         legend: the board's explanation of its columns.
+        reading: one sentence under the board saying how to read it.
         results_dir, report_dir: default directories of the results store and of ``report``.
         check_cell: ``(value, max_episode_steps)`` of the small cell ``memgym leaderboard check`` uses.
         check_value: ``check_value(value, max_episode_steps)`` raises ``ValueError`` for a cell
@@ -163,6 +164,7 @@ class Track:
     presets: Mapping[str, Preset]
     default_preset: str
     legend: str
+    reading: str
     results_dir: str
     report_dir: str
     check_cell: tuple[Any, int | None]

@@ -57,8 +57,9 @@ TMAZE = Track(
     jax_params=_tmaze_jax_params,
     check_cell=(3, 50),
     presets=_presets(
-        # A 2-core CPU finishes this in a few minutes (the README's main job).
-        Preset("smoke", (4, 8, 12), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64,
+        # A 2-core CPU finishes this in a few minutes (the README's main job). 256 evaluation episodes: a
+        # memoryless policy scores the share of evaluation cues on the side it prefers, within ±0.04 of 0.5.
+        Preset("smoke", (4, 8, 12), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=256,
                max_episode_steps=100),
         Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
                eval_episodes=100, max_episode_steps=1000),
@@ -82,6 +83,11 @@ TMAZE = Track(
         "L*: longest corridor whose lower 95% bound is ≥ 0.9. "
         "Train: success over the last training window (the thesis metric). "
         "Repeats: extra results of already scored cells (not counted in the score)."
+    ),
+    reading=(
+        "How to read it: 0.5 is chance — an agent that forgot the cue guesses the turn, as the memoryless control "
+        "does — and 1.0 is a perfect memory, so an agent remembers the cue over a corridor of length L where its "
+        "score at L is well above 0.5."
     ),
     results_dir="leaderboard-results",
     report_dir="docs/leaderboard",
@@ -123,6 +129,10 @@ POPGYM_REPEAT_PREVIOUS = Track(
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "
         "Any-framework agents only."
+    ),
+    reading=(
+        "How to read it: −0.5 is what a random policy scores and 1.0 a perfect repeat of the card shown a few "
+        "steps earlier, so the higher an agent stands above −0.5 the more of the recent cards it remembers."
     ),
     results_dir="leaderboard-results-popgym-repeat-previous",
     report_dir="docs/leaderboard-popgym-repeat-previous",

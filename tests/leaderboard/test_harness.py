@@ -402,7 +402,7 @@ def test_presets_and_bad_input():
     assert TMAZE.preset("smoke", seeds=TMAZE.presets["smoke"].seeds).name == "smoke"
     assert TMAZE.budget_record(TMAZE.presets["smoke"]) == {  # the record's budget keeps the T-Maze names
         "name": "smoke", "corridor_lengths": (4, 8, 12), "seeds": 2, "total_steps": 100_000, "train_window": 20_000,
-        "eval_episodes": 64, "max_episode_steps": 100}
+        "eval_episodes": 256, "max_episode_steps": 100}
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         TMAZE.preset("huge")
     with pytest.raises(ValueError, match="seeds must be a positive integer"):
