@@ -80,3 +80,22 @@ def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
     assert [c["spec"] for c in outcome["ranked"]] == specs[:1] and outcome["selected"]["spec"] == specs[0]
     bigger = tracks.TMAZE.preset("smoke", values=[4], seeds=2, total_steps=2048)  # now seed 1 is missing
     assert tuning.select(tmp_path, specs, bigger)["selected"] is None
+
+
+def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
+    import subprocess
+    import sys
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "memgym.cli", *args], capture_output=True, text=True, timeout=120)
+
+    results = tmp_path / "r"
+    bad = cli("leaderboard", "run", "--agent", "a2c-tiny-gru[lr=1]", "--preset", "smoke", "--results", str(results))
+    assert bad.returncode == 2 and "unknown option(s) ['lr'] for ActorCriticConfig" in bad.stderr
+    bad = cli("leaderboard", "tune", "--agent", "a2c-tiny-gru[learning_rate=1e-3]", "--preset", "smoke",
+              "--results", str(results))
+    assert bad.returncode == 2 and "already fixes ['learning_rate'], which the grid sweeps" in bad.stderr
+    bad = cli("leaderboard", "tune", "--agent", "a2c-tiny-gru", "--learning-rates", "1e-3,-1", "--results",
+              str(results))
+    assert bad.returncode == 2 and "expected comma-separated positive numbers, got '1e-3,-1'" in bad.stderr
+    assert not results.exists()
