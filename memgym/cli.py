@@ -259,6 +259,12 @@ def _budget_and_results(args: argparse.Namespace, track, default_results: str):
     return budget, results
 
 
+def _announce(command: str, track, budget, results: str) -> None:
+    print(f"{command} ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
+          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
+          flush=True)
+
+
 def _backend(args: argparse.Namespace):
     backend = None
     if args.backend == "ray":
@@ -276,9 +282,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     track = tracks.get(args.track)
     budget, results = _budget_and_results(args, track, track.results_dir)
     backend = _backend(args)
-    print(f"memgym leaderboard ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
-          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
-          flush=True)
+    _announce("memgym leaderboard", track, budget, results)
     runner.run(args.agent, budget, results, track=track, log=lambda line: print(line, flush=True),
                cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend,
                new_version=args.new_version)
@@ -306,9 +310,7 @@ def cmd_leaderboard_tune(args: argparse.Namespace) -> int:
     budget, results = _budget_and_results(args, track, f"{track.results_dir}-tuning")
     grid = {"learning_rate": tuple(args.learning_rates or tuning.THESIS_GRID["learning_rate"]),
             "entropy_coef": tuple(args.entropy_coefs or tuning.THESIS_GRID["entropy_coef"])}
-    print(f"memgym leaderboard tune ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
-          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
-          flush=True)
+    _announce("memgym leaderboard tune", track, budget, results)
     outcome = tuning.tune(args.agent, budget, results, grid=grid, track=track,
                           log=lambda line: print(line, flush=True), cell_timeout=args.cell_timeout,
                           backend=_backend(args), new_version=args.new_version)

@@ -45,9 +45,9 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
     "tiny-gru": ("gru", dict(features=64)),
     "tiny-lstm": ("lstm", dict(features=64)),
-    "tiny-mlp": ("mlp", dict(features=64)),
-    # Memoryless baseline (same heads, no memory): shows what memory adds.
+    # Memoryless baselines (same heads, no memory): show what memory adds.
     "mlp": ("mlp", dict(features=128)),
+    "tiny-mlp": ("mlp", dict(features=64)),
     # Thesis Table A.4 (Memory Maze, ≈22M parameters with the ResNet encoder).
     "memory-maze-lstm": ("lstm", dict(features=768)),
     **{f"memory-maze-gtrxl-{m}": ("gtrxl", dict(features=256, num_layers=4, num_heads=8, head_dim=64, memory_size=m))
