@@ -16,6 +16,7 @@ the gain of every layer of the reference agents.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -23,6 +24,28 @@ import jax.numpy as jnp
 
 
 HIDDEN_GAIN = math.sqrt(2.0)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _orthonormal_columns(key: jax.Array, tall: int, short: int) -> jax.Array:
+    """A ``[tall, short]`` matrix (``tall ≥ short``) with Haar-random orthonormal columns.
+
+    Jitted with the shape static, so initialising outside ``jit`` compiles once per
+    shape: without it every call would compile (and keep) a new executable for its
+    ``fori_loop``, and a process that builds thousands of layers eagerly runs out of
+    memory mappings (the kernel's ``vm.max_map_count``) and aborts.
+    """
+    gaussian = jax.random.normal(key, (tall, short), jnp.float32)
+    columns = jnp.arange(short)
+
+    def next_column(j: int, q: jax.Array) -> jax.Array:
+        v = jax.lax.dynamic_index_in_dim(gaussian, j, axis=1, keepdims=False)
+        earlier = columns < j
+        for _ in range(2):  # CGS2: a second pass removes what rounding left behind
+            v = v - q @ jnp.where(earlier, q.T @ v, 0.0)
+        return jax.lax.dynamic_update_index_in_dim(q, v / jnp.linalg.norm(v), j, axis=1)
+
+    return jax.lax.fori_loop(0, short, next_column, jnp.zeros((tall, short), jnp.float32))
 
 
 def orthogonal(scale: float = 1.0):
@@ -34,18 +57,7 @@ def orthogonal(scale: float = 1.0):
 
     def init(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float32) -> jax.Array:
         rows, cols = math.prod(shape[:-1]), shape[-1]
-        tall, short = max(rows, cols), min(rows, cols)
-        gaussian = jax.random.normal(key, (tall, short), jnp.float32)
-        columns = jnp.arange(short)
-
-        def next_column(j: int, q: jax.Array) -> jax.Array:
-            v = jax.lax.dynamic_index_in_dim(gaussian, j, axis=1, keepdims=False)
-            earlier = columns < j
-            for _ in range(2):  # CGS2: a second pass removes what rounding left behind
-                v = v - q @ jnp.where(earlier, q.T @ v, 0.0)
-            return jax.lax.dynamic_update_index_in_dim(q, v / jnp.linalg.norm(v), j, axis=1)
-
-        q = jax.lax.fori_loop(0, short, next_column, jnp.zeros((tall, short), jnp.float32))
+        q = _orthonormal_columns(key, max(rows, cols), min(rows, cols))
         if rows < cols:
             q = q.T
         return (scale * q).reshape(shape).astype(dtype)

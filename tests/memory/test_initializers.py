@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import numpy as np
 import pytest
 
-from memgym.memory.initializers import orthogonal
+from memgym.memory.initializers import _orthonormal_columns, orthogonal
 
 
 @pytest.mark.parametrize("shape", [(64, 64), (16, 128), (128, 4), (3, 5, 7)])
@@ -24,3 +25,21 @@ def test_jit_vmap_over_keys_gives_distinct_deterministic_matrices():
     b = np.asarray(init(jax.random.split(jax.random.key(1), 3)))
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a[0], a[1])
+
+
+def test_eager_initialisation_compiles_once_per_shape():
+    """Building many layers outside ``jit`` reuses one executable per kernel shape.
+
+    Before, every call compiled and kept a fresh executable for its loop; a test
+    process that initialised a few thousand layers ran out of memory mappings
+    (``vm.max_map_count``) and XLA aborted the interpreter.
+    """
+    shape = (37, 23)  # a shape no other test uses
+    before = _orthonormal_columns._cache_size()
+    mats = [np.asarray(orthogonal(2.0)(jax.random.key(i), shape)) for i in range(25)]
+    assert _orthonormal_columns._cache_size() == before + 1
+    assert len({m.tobytes() for m in mats}) == 25
+    dense = nn.Dense(23, kernel_init=orthogonal())
+    for i in range(5):
+        dense.init(jax.random.key(i), np.zeros((1, 37), np.float32))
+    assert _orthonormal_columns._cache_size() == before + 1
