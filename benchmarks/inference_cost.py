@@ -7,7 +7,8 @@ chosen here — this prints:
 * parameters;
 * recurrent-state floats per head and layer, and in the whole carry, counted
   from the real ``initialize_carry()`` pytree (complex values count as two
-  floats; integer counters and bool masks are listed apart, not counted);
+  floats; integer counters, bool masks and GTrXL's key/value cache are listed
+  apart, not counted);
 * FLOPs of one streaming step (``T = 1``) of the whole model, counted by XLA:
   ``jax.jit(apply).lower(...).compile().cost_analysis()``;
 * FLOPs per layer (stacked models: ``(F(L=4) − F(L=1)) / 3``, so the input
@@ -58,6 +59,7 @@ SPECS = (
     Spec("AReLiT", "arelit", dict(TRANSFORMER, eta=4, r=1), 6.7e4, 896),
     Spec("GTrXL-128", "gtrxl", dict(TRANSFORMER, memory_size=128)),
     Spec("GTrXL-256", "gtrxl", dict(TRANSFORMER, memory_size=256), 8.4e6, 32768),
+    Spec("GTrXL-256, no K/V cache", "gtrxl", dict(TRANSFORMER, memory_size=256, kv_cache=False), 8.4e6, 32768),
     Spec("linear attention", "linear_attention", dict(TRANSFORMER)),
     Spec("LSTM", "lstm", dict(features=600)),  # Table A.2
     Spec("GRU", "gru", dict(features=680)),  # Table A.2
@@ -151,6 +153,7 @@ def gtrxl_attention_flops(config: dict[str, Any]) -> float:
         ff_size=model.ff_size or d,
         gate_bias=model.gate_bias,
         chunk_size=model.chunk_size,
+        kv_cache=model.kv_cache,
     )
     x, start = step_inputs(d)
     layer_carry = model.initialize_carry()[0]
@@ -159,6 +162,28 @@ def gtrxl_attention_flops(config: dict[str, Any]) -> float:
     rest = GTrXLNonAttention(model.ff_size or d, model.gate_bias)
     rest_params = rest.init(jax.random.key(0), x, x)
     return whole - cost(lambda p, e, a: rest.apply(p, e, a), rest_params, x, x)["flops"]
+
+
+def gtrxl_rebuild_flops(config: dict[str, Any]) -> float:
+    """One layer's key/value cache rebuild: layer norm and key and value projections of the M memory rows.
+
+    A cached streaming step holds the rebuild in one branch of a ``lax.cond`` that runs only
+    on the first step after the parameters changed; XLA's static count adds it to every step,
+    so it is subtracted to give the cost of a step with a valid cache.
+    """
+    model = memory.make("gtrxl", **config)
+    rows = jnp.zeros((model.memory_size, config["features"]))
+    norm = nn.LayerNorm()
+    project = nn.DenseGeneral((config["num_heads"], config["head_dim"]), use_bias=False)
+    keys = [jax.random.key(i) for i in range(3)]
+    params = norm.init(keys[0], rows), project.init(keys[1], rows), project.init(keys[2], rows)
+
+    def rebuild(params, rows):
+        norm_params, key_params, value_params = params
+        normed = norm.apply(norm_params, rows)
+        return project.apply(key_params, normed), project.apply(value_params, normed)
+
+    return cost(rebuild, params, rows)["flops"]
 
 
 def measure(spec: Spec) -> dict[str, Any]:
@@ -183,9 +208,19 @@ def measure(spec: Spec) -> dict[str, Any]:
     one_layer, _, _ = model_step_flops(spec.name, dict(spec.config, num_layers=1))
     row["layer_flops"] = (step["flops"] - one_layer["flops"]) / (layers - 1) if layers > 1 else one_layer["flops"]
     if spec.name == "gtrxl":
-        # One mem [M, d] per layer, shared by every head (Table 5.1 lists it "per head").
-        row["state_per_head_layer"] = carry_floats(carry[0])
-        row["attention_flops_per_head"] = gtrxl_attention_flops(spec.config) / heads
+        # One mem [M, d] per layer, shared by every head (Table 5.1 lists it "per head"); the keys
+        # and values cached beside it are derived from mem and the parameters, listed apart.
+        row["state_per_head_layer"] = carry_floats(carry[0].mem)
+        row["carry_floats"] = carry_floats([layer.mem for layer in carry])
+        cache = carry_floats([(layer.keys, layer.values) for layer in carry])
+        row["bookkeeping"] = f"{row['bookkeeping']}, key/value cache {cache:,} floats"
+        attention = gtrxl_attention_flops(spec.config)
+        if spec.config.get("kv_cache", True):  # count a step with a valid cache (see gtrxl_rebuild_flops)
+            rebuild = gtrxl_rebuild_flops(spec.config)
+            attention -= rebuild
+            row["step_flops"] -= layers * rebuild
+            row["layer_flops"] -= rebuild
+        row["attention_flops_per_head"] = attention / heads
     else:
         heads_carry, _ = carry[0]
         assert all(leaf.shape[0] == heads for leaf in jax.tree.leaves(heads_carry)), "expected a leading head axis"

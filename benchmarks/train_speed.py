@@ -58,6 +58,9 @@ MODELS = ["arelit", "relit", "gtrxl-128", "gtrxl-256", "lstm", "gru", "linear_at
 VARIANTS = {
     "relit-recurrent": ("relit", {"sub_chunk_size": None}),
     "linear_attention-recurrent": ("linear_attention", {"sub_chunk_size": None}),
+    # ``gtrxl-*-uncached``: acting recomputes the memory rows' keys and values at every step.
+    "gtrxl-128-uncached": ("gtrxl-128", {"kv_cache": False}),
+    "gtrxl-256-uncached": ("gtrxl-256", {"kv_cache": False}),
 }
 RESULT_MARKER = "TRAIN_SPEED_RESULT "
 

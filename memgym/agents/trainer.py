@@ -57,6 +57,7 @@ from flax import struct
 from memgym.agents.config import resolve_memory
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec
+from memgym.batching import any_in_batch
 from memgym.envs.functional import EpisodeStatistics, FunctionalEnv
 
 PyTree = Any
@@ -130,22 +131,6 @@ class Trainer(Protocol):
     def initialize_carry(self) -> PyTree: ...
 
     def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array): ...
-
-
-@jax.custom_batching.custom_vmap
-def any_in_batch(flags: jax.Array) -> jax.Array:
-    """``any(flags)``, also over every ``vmap`` axis it is called under: an unbatched scalar.
-
-    Under ``jax.vmap`` a ``lax.cond`` on a batched predicate becomes a ``select`` that runs
-    both branches; a predicate from this function is never batched, so such a ``cond``
-    stays a branch and runs its expensive side only when some member of the whole batch needs it.
-    """
-    return jnp.any(flags)
-
-
-@any_in_batch.def_vmap
-def _any_in_batch_batched(axis_size: int, in_batched: list[bool], flags: jax.Array):
-    return any_in_batch(flags), False
 
 
 def broadcast(tree: PyTree, n: int) -> PyTree:

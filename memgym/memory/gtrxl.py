@@ -29,13 +29,25 @@ before the current episode's start. Relative score (Dai et al. 2019, per head)
 
 with sinusoidal ``R_δ`` for distances ``δ = 0 … M − 1`` and learned ``u, v``.
 
-State of one stream: a tuple over layers of ``(mem [M, d], valid [M] bool)`` —
-the last ``M`` inputs of that layer's attention and whether each belongs to the
-current episode; one layer stores ``M·d`` floats (Table 5.1: ``M = 256``,
-``d = 128`` → 32768). A tape is processed layer by layer; the attention is
-computed in query chunks of ``chunk_size`` against a key window of
-``chunk + M`` rows, so a long tape never builds a ``[T, M + T]`` matrix, and a
-streaming step (``T = 1``) runs the very same code with a chunk of one.
+State of one stream: a tuple over layers of :class:`WindowMemory` — ``mem [M, d]``,
+the last ``M`` inputs of that layer's attention, and ``valid [M]``, whether each
+belongs to the current episode; one layer stores ``M·d`` floats (Table 5.1:
+``M = 256``, ``d = 128`` → 32768). A tape is processed layer by layer; the
+attention is computed in query chunks of ``chunk_size`` against a key window of
+``chunk + M`` rows, so a long tape never builds a ``[T, M + T]`` matrix.
+
+Acting (``T = 1``) would re-run the layer norm and the key/value projections over all
+``M`` memory rows at every step (``2·M·d²`` multiply-adds per layer, 8.4M at the
+thesis size) to use one new row. ``WindowMemory`` therefore also caches the keys and
+values of its rows (derived values, not state: they are a function of ``mem`` and the
+parameters) with a 64-bit hash of the parameters that made them (:func:`params_stamp`).
+A step projects only its new row and reuses the cache; when the parameters changed
+since (a training update), the cache is rebuilt once from ``mem`` — a ``lax.cond`` on
+:func:`~memgym.batching.any_in_batch`, so under ``vmap`` the rebuild runs on one step
+for the whole batch, not on every step. The outputs are those of the uncached
+computation; only gradients differ: a ``T = 1`` call does not differentiate the key
+and value kernels through cached memory rows (training replays tapes, ``T > 1``, which
+always recompute them).
 """
 
 from __future__ import annotations
@@ -43,19 +55,62 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
 from memgym.memory.validation import check_positive
 
-LayerCarry = tuple[jax.Array, jax.Array]  # (mem [M, d], valid [M] bool)
+
+
+class WindowMemory(NamedTuple):
+    """One GTrXL layer's carry: its memory window (the state), and the window's keys and values."""
+
+    mem: jax.Array  # [M, d] the layer's last M attention inputs (Table 5.1's M·d floats)
+    valid: jax.Array  # [M] bool: the row belongs to the current episode
+    keys: jax.Array  # [M, H, Dh] cache: key projections of LN(mem) ...
+    values: jax.Array  # [M, H, Dh] ... and value projections, under the parameters of `stamp`
+    stamp: jax.Array  # [2] uint32: params_stamp of the parameters the cache was computed with
+
 
 _MASKED = -1e30  # score of a masked key (every row keeps at least itself)
+
+# Per-lane seeds of params_stamp.
+_STAMP_SEEDS = (0x9E3779B1, 0x7F4A7C15)
+
+
+def _fmix32(h: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finaliser: every input bit affects every output bit."""
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def params_stamp(tree) -> jax.Array:
+    """A 64-bit hash (``[2] uint32``) of the bits of every float in ``tree`` and of their positions.
+
+    Each lane sums ``fmix32(bits_i ^ fmix32(seed + i))`` over the flattened leaves (mod
+    2^32, leaf by leaf, with its own seed), so changing any value — or moving one —
+    changes the stamp except with probability about 2^-64. GTrXL compares it to tell
+    whether its key/value cache was made with the parameters it is called with.
+    """
+    lanes = []
+    for seed in _STAMP_SEEDS:
+        total = jnp.uint32(seed)
+        for leaf in jax.tree.leaves(tree):
+            bits = jax.lax.bitcast_convert_type(jnp.asarray(leaf, jnp.float32), jnp.uint32).ravel()
+            position = _fmix32(jnp.arange(bits.size, dtype=jnp.uint32) + total)
+            total = _fmix32(total + jnp.sum(_fmix32(bits ^ position), dtype=jnp.uint32))
+        lanes.append(total)
+    return jnp.stack(lanes)
 
 
 def sinusoid_table(length: int, width: int) -> np.ndarray:
@@ -76,7 +131,8 @@ def windowed_relative_attention(
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
-    rel: jax.Array,
+    table: jax.Array,
+    position_kernel: jax.Array,
     u: jax.Array,
     w: jax.Array,
     key_ok: jax.Array,
@@ -89,7 +145,12 @@ def windowed_relative_attention(
         q: queries ``[P, H, Dh]`` for tape positions ``0 … P − 1`` (``P`` a multiple of ``chunk``).
         k, v: keys / values ``[M + P, H, Dh]`` of ``cat(mem, inputs)``; query ``t``
             sits at concat index ``M + t``.
-        rel: projected relative encodings ``r_δ = W_R R_δ``, ``[M, H, Dh]``.
+        table: sinusoidal encodings ``R_δ`` of the distances ``δ = 0 … M − 1``, ``[M, d]``.
+        position_kernel: ``W_R``, ``[d, H, Dh]``; the relative encodings are
+            ``r_δ = W_R R_δ``, but the position scores are computed as
+            ``((q + v) W_Rᵀ) · R_δ`` — the same sum, associated so that a query costs
+            ``H·Dh·d + H·d·M`` multiply-adds instead of projecting all ``M``
+            encodings (``M·d·H·Dh``) at every call.
         u, w: the learned content / position biases ``[H, Dh]`` (Dai et al.'s ``u``, ``v``).
         key_ok: ``[M + P]`` bool, whether a concat row may be attended at all.
         floor: ``[P]`` int, the smallest concat index query ``t`` may attend
@@ -99,7 +160,8 @@ def windowed_relative_attention(
     Query ``t`` attends concat index ``j`` iff ``t < j ≤ M + t``, ``j ≥ floor[t]``
     and ``key_ok[j]``. Returns ``[P, H, Dh]``.
     """
-    memory_size, num_heads, head_dim = rel.shape
+    memory_size = table.shape[0]
+    _, num_heads, head_dim = position_kernel.shape
     positions = q.shape[0]
     span = chunk + memory_size
     scale = 1.0 / math.sqrt(head_dim)
@@ -121,7 +183,8 @@ def windowed_relative_attention(
         ok = jax.lax.dynamic_slice_in_dim(key_ok, first, span)
         low = jax.lax.dynamic_slice_in_dim(floor, first, chunk)
         content = jnp.einsum("ahd,bhd->hab", qc + u, kc)
-        by_distance = jnp.einsum("ahd,mhd->ham", qc + w, rel)  # [H, C, M]
+        back = jnp.einsum("ahd,Dhd->ahD", qc + w, position_kernel)  # [C, H, d]
+        by_distance = jnp.einsum("ahD,mD->ham", back, table)  # [H, C, M]
         position = by_distance[:, rows, rel_index]  # [H, C, C + M]
         allowed = in_window & ok[None, :] & (first + key_offset[None, :] >= low[:, None])
         scores = jnp.where(allowed[None], (content + position) * scale, _MASKED)
@@ -131,6 +194,25 @@ def windowed_relative_attention(
     starts = jnp.arange(0, positions, chunk)
     out = jax.lax.map(one_chunk, starts)  # [P / C, C, H, Dh]
     return out.reshape(positions, num_heads, head_dim)
+
+
+class PositionKernel(nn.Module):
+    """``W_R``, the projection of the relative encodings (Dai et al. 2019), as a ``[d, H, Dh]`` kernel.
+
+    Its parameter (``kernel``) and initial values are those of the
+    ``nn.DenseGeneral((H, Dh))`` that would project the encodings; the attention uses
+    the kernel directly (see :func:`windowed_relative_attention`).
+    """
+
+    num_heads: int
+    head_dim: int
+
+    @nn.compact
+    def __call__(self, width: int) -> jax.Array:
+        def init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+            return HIDDEN(key, (width, self.num_heads * self.head_dim)).reshape(shape)
+
+        return self.param("kernel", init, (width, self.num_heads, self.head_dim))
 
 
 # GTrXL's gate: the shared GRUGate in its fused parameter layout (W, U, U_g); the old name stays importable.
@@ -150,7 +232,7 @@ BLOCK_NAMES = LayerNames(
 class GTrXLBlock(nn.Module):
     """One GTrXL layer over a tape, with its sliding-window memory (see the module docstring).
 
-    ``__call__(e [T, d], start [T] bool, (mem [M, d], valid [M] bool)) -> (out [T, d], (mem, valid))``.
+    ``__call__(e [T, d], start [T] bool, carry: WindowMemory) -> (out [T, d], carry)``.
     """
 
     num_heads: int
@@ -159,9 +241,10 @@ class GTrXLBlock(nn.Module):
     ff_size: int
     gate_bias: float
     chunk_size: int
+    kv_cache: bool = True
 
     @nn.compact
-    def __call__(self, e: jax.Array, start: jax.Array, carry: LayerCarry) -> tuple[jax.Array, LayerCarry]:
+    def __call__(self, e: jax.Array, start: jax.Array, carry: WindowMemory) -> tuple[jax.Array, WindowMemory]:
         return gated_layer(
             e,
             lambda norm: self.attend(norm, e, start, carry),
@@ -172,17 +255,18 @@ class GTrXLBlock(nn.Module):
         )
 
     def attend(
-        self, norm: nn.LayerNorm, e: jax.Array, start: jax.Array, carry: LayerCarry
-    ) -> tuple[jax.Array, LayerCarry]:
-        """Windowed relative attention of ``e[T, d]`` over ``cat(mem, e)`` → ``(a [T, d], new memory)``.
+        self, norm: nn.LayerNorm, e: jax.Array, start: jax.Array, carry: WindowMemory
+    ) -> tuple[jax.Array, WindowMemory]:
+        """Windowed relative attention of ``e[T, d]`` over ``cat(mem, e)`` → ``(a [T, d], new carry)``.
 
         ``norm`` is the layer's attention norm, applied to the memory rows and ``e`` alike.
+        A streaming step (``T = 1``) takes the memory rows' keys and values from the
+        carry's cache (module docstring); a tape computes them.
         """
         steps, d = e.shape
         heads, head_dim, size = self.num_heads, self.head_dim, self.memory_size
-        mem, valid = carry
-        mem = jax.lax.stop_gradient(mem).astype(e.dtype)
-        valid = jnp.asarray(valid, bool)
+        mem = jax.lax.stop_gradient(carry.mem).astype(e.dtype)
+        valid = jnp.asarray(carry.valid, bool)
 
         # Concat index of the latest episode start at or before each t (0: none in the tape).
         index = jnp.arange(steps)
@@ -190,16 +274,30 @@ class GTrXLBlock(nn.Module):
         concat = jnp.concatenate([mem, e], axis=0)  # [M + T, d]
         concat_ok = jnp.concatenate([valid, jnp.ones((steps,), bool)])
 
-        keys_in = norm(concat)  # queries are its last T rows
-
         def project(name: str) -> nn.Module:
             return nn.DenseGeneral((heads, head_dim), use_bias=False, kernel_init=HIDDEN, name=name)
 
-        q = project("query")(keys_in[size:])
-        k = project("key")(keys_in)
-        v = project("value")(keys_in)
+        inputs = norm(e)
+        query, key, value = project("query"), project("key"), project("value")
+        q = query(inputs)
+        streaming = steps == 1 and self.kv_cache
+        rows_in = inputs if streaming else jnp.concatenate([norm(mem), inputs], axis=0)
+        k, v = key(rows_in), value(rows_in)  # [T, H, Dh] when streaming, else [M + T, H, Dh]
+        used = {name: module.variables["params"] for name, module in (("norm", norm), ("key", key), ("value", value))}
+        stamp = params_stamp(used)
+        if streaming:
+            # Bound modules cannot be called inside lax.cond: apply unbound copies to their parameters.
+            def rebuild(_):
+                rows = norm.clone(parent=None).apply({"params": used["norm"]}, mem)
+                return (key.clone(parent=None).apply({"params": used["key"]}, rows),
+                        value.clone(parent=None).apply({"params": used["value"]}, rows))
+
+            stale = any_in_batch(jnp.any(carry.stamp != stamp))
+            k_mem, v_mem = jax.lax.cond(stale, rebuild, lambda _: (carry.keys, carry.values), None)
+            k = jnp.concatenate([k_mem.astype(e.dtype), k], axis=0)
+            v = jnp.concatenate([v_mem.astype(e.dtype), v], axis=0)
         table = jnp.asarray(sinusoid_table(size, d))
-        rel = project("position")(table)  # [M, H, Dh]
+        position_kernel = PositionKernel(heads, head_dim, name="position")(d)  # W_R [d, H, Dh]
         u = self.param("content_bias", nn.initializers.zeros_init(), (heads, head_dim))
         w = self.param("position_bias", nn.initializers.zeros_init(), (heads, head_dim))
 
@@ -211,7 +309,7 @@ class GTrXLBlock(nn.Module):
             return jnp.pad(a, [(0, pad)] + [(0, 0)] * (a.ndim - 1), constant_values=value)
 
         attended = windowed_relative_attention(
-            pad_rows(q), pad_rows(k), pad_rows(v), rel, u, w,
+            pad_rows(q), pad_rows(k), pad_rows(v), table, position_kernel, u, w,
             pad_rows(concat_ok, True), pad_rows(floor), chunk=chunk,
         )[:steps]
         attended = nn.DenseGeneral(d, axis=(-2, -1), kernel_init=HIDDEN, name="attention_out")(attended)
@@ -220,7 +318,8 @@ class GTrXLBlock(nn.Module):
         last_floor = floor[-1]
         concat_index = jnp.arange(size + steps)
         keep = concat_ok & (concat_index >= last_floor)
-        return attended, (concat[steps:], keep[steps:])
+        cache = jax.lax.stop_gradient((k[steps:], v[steps:]))
+        return attended, WindowMemory(concat[steps:], keep[steps:], *cache, stamp)
 
 
 class GTrXL(GatedTransformer):
@@ -236,26 +335,32 @@ class GTrXL(GatedTransformer):
         memory_size: ``M``, inputs kept per layer; the attention window is the
             current input and the ``M − 1`` before it (Table A.2: 128 and 256).
         chunk_size: queries per attention chunk on a tape.
+        kv_cache: a streaming step (``T = 1``) reads the memory rows' keys and values
+            from the carry's cache (module docstring); False recomputes them at every
+            step, as a tape does (the reference, and the before in benchmarks).
 
     ``__call__(x [T, F], start [T] bool, carry) -> (y [T, d], carry)``: ``x`` is
     first projected to width ``d`` by a dense layer. The carry is a tuple over
-    layers of ``(mem [M, d], valid [M] bool)``; layer ``l`` is the module ``layer_l``
+    layers of :class:`WindowMemory`; layer ``l`` is the module ``layer_l``
     (a :class:`GTrXLBlock`).
     """
 
     features: int = dataclasses.field()  # required: no default, unlike the other gated transformers
     memory_size: int = 128
     chunk_size: int = 128
+    kv_cache: bool = True
 
     def check(self) -> None:
         check_positive(features=self.features, memory_size=self.memory_size, chunk_size=self.chunk_size)
         super().check()
 
-    def initial_layer_carry(self) -> LayerCarry:
-        """Empty memory: ``(zeros [M, d], all-False [M])``."""
-        return jnp.zeros((self.memory_size, self.features), jnp.float32), jnp.zeros((self.memory_size,), bool)
+    def initial_layer_carry(self) -> WindowMemory:
+        """Empty memory: ``mem`` zeros, ``valid`` all False, an empty cache with a zero stamp."""
+        cache = jnp.zeros((self.memory_size, self.num_heads, self.head_size), jnp.float32)
+        return WindowMemory(jnp.zeros((self.memory_size, self.features), jnp.float32),
+                            jnp.zeros((self.memory_size,), bool), cache, cache, jnp.zeros((2,), jnp.uint32))
 
-    def layer(self, index: int, h: jax.Array, start: jax.Array, carry: LayerCarry) -> tuple[jax.Array, LayerCarry]:
+    def layer(self, index: int, h: jax.Array, start: jax.Array, carry: WindowMemory) -> tuple[jax.Array, WindowMemory]:
         block = GTrXLBlock(
             num_heads=self.num_heads,
             head_dim=self.head_size,
@@ -263,6 +368,7 @@ class GTrXL(GatedTransformer):
             ff_size=self.ff_size or self.features,
             gate_bias=self.gate_bias,
             chunk_size=self.chunk_size,
+            kv_cache=self.kv_cache,
             name=f"layer_{index}",
         )
         return block(h, start, carry)

@@ -13,7 +13,10 @@ that a new one cannot hide:
 * AReLiT keeps one int32 step counter per layer (the episode step ``t`` in
   ``cos(ω_k t)``, eq. 4.20–4.21), shared by the layer's heads;
 * GTrXL keeps one bool ``valid [M]`` mask per layer (which memory rows belong
-  to the current episode).
+  to the current episode), and a cache of the keys and values of its memory rows
+  with the uint32 stamp of the parameters that made them: derived values, which
+  speed up acting and are not state (the next step's output is a function of
+  ``mem`` and the parameters alone), so they are counted apart.
 
 Per head and per layer: ReLiT's and AReLiT's carries are a tuple over layers
 whose float leaves carry a leading head axis, so the per-layer count is divided
@@ -66,11 +69,13 @@ def test_gtrxl_256_state_per_layer_matches_table_5_1():
     memory_size = 256
     carry = memory.make("gtrxl", **TRANSFORMER, memory_size=memory_size).initialize_carry()
     assert len(carry) == LAYERS
-    for mem, valid in carry:
-        assert mem.shape == (memory_size, WIDTH)  # shared by the heads: no head axis to divide by
-        assert floats(mem) == 32768 == memory_size * WIDTH
-    assert floats(carry) == LAYERS * 32768
-    assert non_float_leaves(carry) == [((memory_size,), "bool")] * LAYERS
+    for layer in carry:
+        assert layer.mem.shape == (memory_size, WIDTH)  # shared by the heads: no head axis to divide by
+        assert floats(layer.mem) == 32768 == memory_size * WIDTH
+        assert floats((layer.keys, layer.values)) == 2 * memory_size * HEADS * HEAD_DIM  # the cache
+    assert floats([layer.mem for layer in carry]) == LAYERS * 32768
+    assert floats(carry) == LAYERS * (32768 + 2 * memory_size * HEADS * HEAD_DIM)
+    assert non_float_leaves(carry) == [((memory_size,), "bool"), ((2,), "uint32")] * LAYERS
 
 
 def test_space_ratios_quoted_in_sections_3_3_and_4_2():
@@ -81,7 +86,7 @@ def test_space_ratios_quoted_in_sections_3_3_and_4_2():
     """
     wide = dict(TRANSFORMER, features=256)
     per_layer = lambda name, **config: floats(memory.make(name, **wide, **config).initialize_carry()) // LAYERS  # noqa: E731
-    gtrxl = per_layer("gtrxl", memory_size=512)
+    gtrxl = floats([layer.mem for layer in memory.make("gtrxl", **wide, memory_size=512).initialize_carry()]) // LAYERS
     relit = per_layer("relit", eta=4) // HEADS
     arelit = per_layer("arelit", eta=4, r=7) // HEADS
     assert (gtrxl, relit, arelit) == (131072, 16640, 2816)

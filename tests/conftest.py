@@ -1,0 +1,35 @@
+"""Keep a test worker's compiled code bounded.
+
+Every executable XLA compiles on the CPU holds a few memory mappings until its cache
+entry is dropped, and Linux caps a process at ``vm.max_map_count`` (65,530 by default);
+past it, the next compilation aborts the interpreter. One pytest worker compiles
+thousands of executables over the suite, so after each test module that leaves the
+worker above :data:`MAPPINGS_BUDGET` mappings, JAX's caches are cleared.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+MAPPINGS_BUDGET = 20_000
+_MAPS = Path("/proc/self/maps")
+
+
+def mappings() -> int | None:
+    """This process's memory mappings, where the system reports them (Linux)."""
+    try:
+        with _MAPS.open("rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def bounded_compiled_code():
+    yield
+    count = mappings()
+    if "jax" in sys.modules and count is not None and count > MAPPINGS_BUDGET:
+        sys.modules["jax"].clear_caches()
