@@ -292,10 +292,12 @@ class GTrXLBlock(nn.Module):
                 return (key.clone(parent=None).apply({"params": used["key"]}, rows),
                         value.clone(parent=None).apply({"params": used["value"]}, rows))
 
+            def with_new_row(kv):
+                return tuple(jnp.concatenate([m.astype(e.dtype), n], axis=0) for m, n in zip(kv, (k, v)))
+
             stale = any_in_batch(jnp.any(carry.stamp != stamp))
-            k_mem, v_mem = jax.lax.cond(stale, rebuild, lambda _: (carry.keys, carry.values), None)
-            k = jnp.concatenate([k_mem.astype(e.dtype), k], axis=0)
-            v = jnp.concatenate([v_mem.astype(e.dtype), v], axis=0)
+            k, v = jax.lax.cond(stale, lambda _: with_new_row(rebuild(None)),
+                                lambda _: with_new_row((carry.keys, carry.values)), None)
         table = jnp.asarray(sinusoid_table(size, d))
         position_kernel = PositionKernel(heads, head_dim, name="position")(d)  # W_R [d, H, Dh]
         u = self.param("content_bias", nn.initializers.zeros_init(), (heads, head_dim))
