@@ -67,6 +67,8 @@ SPECS = (
     Spec("S5", "s5", dict(features=128, state_size=256)),
     Spec("LRU", "lru", dict(features=128, state_size=256)),
     Spec("FFM", "ffm", dict(features=128, memory_size=64, context_size=4)),
+    # Not in the thesis: the monoid paper's one-layer linear transformer, at its `linattn` preset sizes.
+    Spec("linear transformer (monoid paper)", "linear_attention_monoid", dict(features=256, key_size=128, value_size=128)),
     Spec("MLP (no memory)", "mlp", dict(features=128)),  # the memoryless control
 )
 

@@ -37,13 +37,13 @@ attention is computed in query chunks of ``chunk_size`` against a key window of
 ``chunk + M`` rows, so a long tape never builds a ``[T, M + T]`` matrix.
 
 Acting (``T = 1``) would re-run the layer norm and the key/value projections over all
-``M`` memory rows at every step (``2·M·d²`` multiply-adds per layer, 8.4M at the
-thesis size) to use one new row. ``WindowMemory`` therefore also caches the keys and
+``M`` memory rows at every step (``2·M·d·H·Dh`` multiply-adds per layer, 16.8M at
+the thesis size) to use one new row. ``WindowMemory`` therefore also caches the keys and
 values of its rows (derived values, not state: they are a function of ``mem`` and the
 parameters) with a 64-bit hash of the parameters that made them (:func:`params_stamp`).
 A step projects only its new row and reuses the cache; when the parameters changed
 since (a training update), the cache is rebuilt once from ``mem`` — a ``lax.cond`` on
-:func:`~memgym.batching.any_in_batch`, so under ``vmap`` the rebuild runs on one step
+:func:`~memgym.memory.batching.any_in_batch`, so under ``vmap`` the rebuild runs on one step
 for the whole batch, not on every step. The outputs are those of the uncached
 computation; only gradients differ: a ``T = 1`` call does not differentiate the key
 and value kernels through cached memory rows (training replays tapes, ``T > 1``, which
@@ -62,11 +62,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.batching import any_in_batch
+from memgym.memory.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
 from memgym.memory.validation import check_positive
-
 
 
 class WindowMemory(NamedTuple):
@@ -287,7 +286,7 @@ class GTrXLBlock(nn.Module):
         stamp = params_stamp(used)
         if streaming:
             # Bound modules cannot be called inside lax.cond: apply unbound copies to their parameters.
-            def rebuild(_):
+            def rebuild():
                 rows = norm.clone(parent=None).apply({"params": used["norm"]}, mem)
                 return (key.clone(parent=None).apply({"params": used["key"]}, rows),
                         value.clone(parent=None).apply({"params": used["value"]}, rows))
@@ -296,7 +295,7 @@ class GTrXLBlock(nn.Module):
                 return tuple(jnp.concatenate([m.astype(e.dtype), n], axis=0) for m, n in zip(kv, (k, v)))
 
             stale = any_in_batch(jnp.any(carry.stamp != stamp))
-            k, v = jax.lax.cond(stale, lambda _: with_new_row(rebuild(None)),
+            k, v = jax.lax.cond(stale, lambda _: with_new_row(rebuild()),
                                 lambda _: with_new_row((carry.keys, carry.values)), None)
         table = jnp.asarray(sinusoid_table(size, d))
         position_kernel = PositionKernel(heads, head_dim, name="position")(d)  # W_R [d, H, Dh]

@@ -114,7 +114,7 @@ def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
     """``final_value`` is the critic's value of the observation a time limit cut the episode at; the
     collector computes it only on steps where some episode of the whole (vmapped) batch was cut, with
     the same values as running the critic on every step."""
-    from memgym.batching import any_in_batch
+    from memgym.memory.batching import any_in_batch
 
     assert any_in_batch(jnp.array([False, True]))
     nested = jax.vmap(jax.vmap(lambda flags: any_in_batch(flags)))(jnp.zeros((2, 3, 4), bool).at[1, 2, 0].set(True))
