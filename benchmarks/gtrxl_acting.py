@@ -1,0 +1,103 @@
+"""GTrXL acting cost: one streaming step and one A2C collect, with and without the key/value cache.
+
+For the thesis GTrXL (d = 128, 4 layers, 4 heads × 64) with memory M = 128 and 256, this
+times, side by side in one process:
+
+* ``step`` — one streaming step (``T = 1``) of the memory model, vmapped over 8 streams, as
+  the collector calls it: a ``lax.scan`` of 64 steps, jitted, median of ``--repeats`` calls
+  after a warm-up, divided by 64;
+* ``collect`` — ``ActorCriticTrainer.collect`` of 8 environments × 256 steps on the T-Maze
+  (corridor 120), the acting half of an A2C update.
+
+``cached`` is the default (``kv_cache=True``: a step projects only its new row and reads the
+memory rows' keys and values from the carry); ``recomputing`` is ``kv_cache=False``. The
+cached steps start from a carry whose stamp matches the parameters, so they time the
+common case; the rebuild after a parameter change is one recomputing step.
+
+    python benchmarks/gtrxl_acting.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from memgym import memory
+from memgym.agents.actor_critic import ActorCriticTrainer
+from memgym.agents.config import ActorCriticConfig
+from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+THESIS_GTRXL = dict(features=128, num_layers=4, num_heads=4, head_dim=64)  # Table A.2
+STREAMS, SCAN_STEPS, OBSERVATION = 8, 64, 16
+
+
+def median_seconds(call, repeats: int) -> float:
+    jax.block_until_ready(call())  # warm-up (and compilation)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(call())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def step_ms(memory_size: int, kv_cache: bool, repeats: int) -> float:
+    model = memory.make("gtrxl", **THESIS_GTRXL, memory_size=memory_size, kv_cache=kv_cache)
+    carry = model.initialize_carry()
+    x, start = jnp.ones((STREAMS, 1, OBSERVATION)), jnp.zeros((STREAMS, 1), bool)
+    params = model.init(jax.random.key(0), x[0], start[0], carry)
+    step = jax.vmap(model.apply, in_axes=(None, 0, 0, 0))
+
+    @jax.jit
+    def steps(carries):
+        def body(carries, _):
+            y, carries = step(params, x, start, carries)
+            return carries, y
+
+        return jax.lax.scan(body, carries, None, SCAN_STEPS)
+
+    carries = jax.tree.map(lambda leaf: jnp.stack([leaf] * STREAMS), carry)
+    carries, _ = steps(carries)  # a filled memory whose cache matches the parameters
+    return median_seconds(lambda: steps(carries), repeats) / SCAN_STEPS * 1e3
+
+
+def collect_ms(memory_size: int, kv_cache: bool, repeats: int) -> float:
+    config = ActorCriticConfig(
+        algorithm="a2c", memory=f"gtrxl-{memory_size}", memory_config=json.dumps({"kv_cache": kv_cache}),
+        num_envs=8, rollout_length=256,
+    )
+    env_params = tmaze_params(120, max_episode_steps=1000)
+    trainer = ActorCriticTrainer(config, TMazeJax(), example_params=env_params)
+    state = jax.jit(trainer.init)(jax.random.key(0), env_params)
+    collect = jax.jit(lambda state: trainer.collect(state, env_params, trainer.acting(state)[0]))
+    return median_seconds(lambda: collect(state), repeats) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per measurement (median)")
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"| M | form | step of {STREAMS} streams (ms) | collect of 8 × 256 steps (ms) |")
+    print("|---:|---|---:|---:|")
+    for memory_size in (128, 256):
+        results = {}
+        for kv_cache in (False, True):
+            results[kv_cache] = step_ms(memory_size, kv_cache, args.repeats), collect_ms(memory_size, kv_cache, args.repeats)
+            form = "cached" if kv_cache else "recomputing"
+            step, collect = results[kv_cache]
+            print(f"| {memory_size} | {form} | {step:.2f} | {collect:,.0f} |", flush=True)
+        (step_off, collect_off), (step_on, collect_on) = results[False], results[True]
+        print(f"| {memory_size} | cache speed-up | {step_off / step_on:.2f}× | {collect_off / collect_on:.2f}× |")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
