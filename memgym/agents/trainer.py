@@ -57,8 +57,8 @@ from flax import struct
 from memgym.agents.config import resolve_memory
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec
-from memgym.memory.batching import any_in_batch
 from memgym.envs.functional import EpisodeStatistics, FunctionalEnv
+from memgym.memory.batching import any_in_batch
 
 PyTree = Any
 

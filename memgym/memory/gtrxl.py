@@ -65,7 +65,7 @@ import numpy as np
 from memgym.memory.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
-from memgym.memory.validation import check_positive
+from memgym.memory.validation import check_flag, check_positive
 
 
 class WindowMemory(NamedTuple):
@@ -353,6 +353,7 @@ class GTrXL(GatedTransformer):
 
     def check(self) -> None:
         check_positive(features=self.features, memory_size=self.memory_size, chunk_size=self.chunk_size)
+        check_flag(kv_cache=self.kv_cache)
         super().check()
 
     def initial_layer_carry(self) -> WindowMemory:
@@ -362,6 +363,11 @@ class GTrXL(GatedTransformer):
                             jnp.zeros((self.memory_size,), bool), cache, cache, jnp.zeros((2,), jnp.uint32))
 
     def layer(self, index: int, h: jax.Array, start: jax.Array, carry: WindowMemory) -> tuple[jax.Array, WindowMemory]:
+        if not isinstance(carry, WindowMemory):
+            raise ValueError(
+                f"carry[{index}] must be a WindowMemory (mem, valid, keys, values, stamp), as initialize_carry() "
+                f"returns; got {type(carry).__name__} of {len(carry) if isinstance(carry, (tuple, list)) else 1} entries"
+            )
         block = GTrXLBlock(
             num_heads=self.num_heads,
             head_dim=self.head_size,

@@ -27,6 +27,13 @@ def check_positive(**values: Any) -> None:
             raise ValueError(f"{name} must be a positive integer; got {name}={value!r}")
 
 
+def check_flag(**values: Any) -> None:
+    """Raise ``ValueError`` for the first argument that is not ``True`` or ``False``."""
+    for name, value in values.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False; got {name}={value!r}")
+
+
 def check_chunk_size(chunk_size: Any, name: str = "chunk_size", none_means: str = "one chunk") -> None:
     """``chunk_size`` is ``None`` (the whole tape in one chunk) or an integer >= 1 (``name``: the option's name)."""
     if chunk_size is not None and not is_positive_int(chunk_size):

@@ -212,6 +212,16 @@ def test_bad_sizes_are_rejected(field):
         model.init(jax.random.key(0), jnp.zeros((2, IN)), jnp.zeros(2, bool), carry)
 
 
+def test_bad_cache_flag_and_old_style_carry_are_rejected():
+    model = GTrXL(features=8, num_layers=1, num_heads=1, head_dim=4, memory_size=3, kv_cache="yes")
+    with pytest.raises(ValueError, match="kv_cache must be True or False; got kv_cache='yes'"):
+        model.initialize_carry()
+    model = model.clone(kv_cache=True)
+    old_style = ((jnp.zeros((3, 8)), jnp.zeros(3, bool)),)  # (mem, valid) without the cache
+    with pytest.raises(ValueError, match=r"carry\[0\] must be a WindowMemory .* got tuple of 2 entries"):
+        model.init(jax.random.key(0), jnp.zeros((2, IN)), jnp.zeros(2, bool), old_style)
+
+
 def test_bad_tapes_are_rejected():
     model = GTrXL(features=8, num_layers=1, num_heads=1, head_dim=4, memory_size=3)
     carry = model.initialize_carry()
