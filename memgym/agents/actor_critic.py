@@ -38,7 +38,7 @@ from memgym.agents.returns import advantages
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory, broadcast
 from memgym.buffers.rollout import Rollout, replay_inputs
-from memgym.envs.functional import FunctionalEnv
+from gymnax.environments.environment import Environment
 
 PyTree = Any
 
@@ -46,7 +46,7 @@ PyTree = Any
 class ActorCriticTrainer(BaseTrainer):
     """A2C / PPO (see module docstring). ``state.learner`` is the optimiser state."""
 
-    def __init__(self, config: ActorCriticConfig, env: FunctionalEnv | EnvSpec, example_params: Any | None = None):
+    def __init__(self, config: ActorCriticConfig, env: Environment | EnvSpec, example_params: Any | None = None):
         super().__init__(config, env, example_params)
         self.network = ActorCritic(
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
@@ -179,7 +179,7 @@ class ActorCriticTrainer(BaseTrainer):
         return state, jax.tree.map(jnp.mean, losses)
 
 
-def make_train(config: ActorCriticConfig, env: FunctionalEnv | None = None):
+def make_train(config: ActorCriticConfig, env: Environment | None = None):
     """``train(key, env_params) -> (TrainState, metrics)`` for ``config``.
 
     ``env`` defaults to the pure-JAX T-Maze; ``jax.jit(jax.vmap(train))`` over keys and

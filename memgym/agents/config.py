@@ -45,6 +45,11 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
     "tiny-gru": ("gru", dict(features=64)),
     "tiny-lstm": ("lstm", dict(features=64)),
+    # memax's models (docs/memax.md; needs memgym[memax]).
+    "tiny-deltanet": ("memax", dict(model="DeltaNet", features=64)),
+    "tiny-gdn": ("memax", dict(model="GDN", features=64)),
+    "tiny-s6": ("memax", dict(model="S6", features=64)),
+    "tiny-mgu": ("memax", dict(model="MGU", features=64)),
     # Memoryless baselines (same heads, no memory): show what memory adds.
     "mlp": ("mlp", dict(features=128)),
     "tiny-mlp": ("mlp", dict(features=64)),
@@ -110,8 +115,9 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     if memory in MEMORY_PRESETS:
         name, config = MEMORY_PRESETS[memory]
         config = {**config, **overrides}
-    elif memory in memory_lib.MODELS:
-        name, config = memory, overrides
+    elif memory_lib.split_name(memory)[0] in memory_lib.MODELS:  # a model name, or "memax:NAME"
+        name, config = memory_lib.split_name(memory)
+        config = {**config, **overrides}
     else:
         raise ValueError(
             f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"

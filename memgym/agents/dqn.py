@@ -14,7 +14,7 @@ target averaging ``φ ← β φ + (1 − β) θ`` with ``β = config.target_rate
 **Markov states.** ``s_t = M(o_0 … o_t)`` is the memory's summary of the episode so
 far and ``s'_t = M(o_0 … o_t, o'_t)`` that summary after also seeing the next
 observation ``o'_t`` (``next_obs``, the true one even where the episode ended,
-``info["final_obs"]``). Alg. 1 writes ``s' ← M_φ(T_1 … T_B)``; running ``M`` over
+``info["final_observation"]``). Alg. 1 writes ``s' ← M_φ(T_1 … T_B)``; running ``M`` over
 the ``next_obs`` column alone with the same begin flags would give
 ``M(o'_0 … o'_t) = M(o_1 … o_{t+1})``, which drops each episode's first
 observation (in the T-Maze, the cue). Within an episode ``o'_t = o_{t+1}``, so the
@@ -73,7 +73,7 @@ from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory
 from memgym.buffers import make_replay
 from memgym.buffers.tape import Batch
-from memgym.envs.functional import FunctionalEnv
+from gymnax.environments.environment import Environment
 
 PyTree = Any
 
@@ -135,7 +135,7 @@ class DQNTrainer(BaseTrainer):
 
     action_keys = 2  # explore or not, the random action
 
-    def __init__(self, config: DQNConfig, env: FunctionalEnv | EnvSpec, example_params: Any | None = None):
+    def __init__(self, config: DQNConfig, env: Environment | EnvSpec, example_params: Any | None = None):
         super().__init__(config, env, example_params)
         self.network = DuelingQNetwork(
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
@@ -250,7 +250,7 @@ class DQNTrainer(BaseTrainer):
         return state, dict(losses, learning=learning)
 
 
-def make_train(config: DQNConfig, env: FunctionalEnv | None = None):
+def make_train(config: DQNConfig, env: Environment | None = None):
     """``train(key, env_params) -> (TrainState, metrics)`` for ``config``.
 
     ``env`` defaults to the pure-JAX T-Maze; ``jax.jit(jax.vmap(train))`` over keys and

@@ -16,7 +16,7 @@ from memgym.agents.config import ActorCriticConfig, DQNConfig
 from memgym.agents.dqn import DQNTrainer
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer
-from memgym.envs.functional import FunctionalEnv
+from gymnax.environments.environment import Environment
 
 #: config type -> trainer class
 TRAINERS: dict[type, type[BaseTrainer]] = {
@@ -37,7 +37,7 @@ def trainer_class(config: Any) -> type[BaseTrainer]:
         ) from None
 
 
-def make_trainer(config: Any, env: FunctionalEnv | EnvSpec, example_params: Any | None = None) -> BaseTrainer:
+def make_trainer(config: Any, env: Environment | EnvSpec, example_params: Any | None = None) -> BaseTrainer:
     """The trainer for ``config`` on ``env``: a functional environment (``example_params``: params to read its
     spaces from, default its default params) or an :class:`~memgym.agents.spec.EnvSpec` (host loops)."""
     return trainer_class(config)(config, env, example_params)

@@ -2,7 +2,7 @@
 
 A trainer builds its networks from an :class:`EnvSpec` — the size and dtype of a
 stored observation, the shape of the image inside it (or None) and the number of
-discrete actions — made either from a :class:`~memgym.envs.functional.FunctionalEnv`
+discrete actions — made either from a gymnax environment
 and its params (:meth:`EnvSpec.from_env`) or from the spaces of a Gymnasium
 environment (:meth:`EnvSpec.from_spaces`, through :class:`ObservationLayout`).
 """
@@ -88,12 +88,14 @@ class EnvSpec:
 
     @classmethod
     def from_env(cls, env: Any, params: Any = None) -> EnvSpec:
-        """The spec of a :class:`~memgym.envs.functional.FunctionalEnv` (``params``: its default params if None)."""
-        params = env.default_params() if params is None else params
-        space = env.observation_space(params)
+        """The spec of a gymnax environment (``params``: its default params if None)."""
+        from gymnax.environments.spaces import gymnax_space_to_gym_space
+
+        params = env.default_params if params is None else params
+        space = gymnax_space_to_gym_space(env.observation_space(params))
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"trainers need a flat Box observation space, got {space}")
-        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(env.action_space(params)))
+        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(gymnax_space_to_gym_space(env.action_space(params))))
 
     @classmethod
     def from_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> EnvSpec:

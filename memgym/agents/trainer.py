@@ -57,7 +57,9 @@ from flax import struct
 from memgym.agents.config import resolve_memory
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec
-from memgym.envs.functional import EpisodeStatistics, FunctionalEnv
+from gymnax.environments.environment import Environment
+
+from memgym.envs.functional import EpisodeStatistics
 from memgym.memory.batching import any_in_batch
 
 PyTree = Any
@@ -144,7 +146,7 @@ class BaseTrainer:
     Args:
         config: the algorithm's config (``num_envs``, ``steps_per_update``, ``num_updates``,
             ``memory``, ``memory_config`` are read here).
-        env: a :class:`~memgym.envs.functional.FunctionalEnv` to train on (it is wrapped in
+        env: a gymnax environment to train on (it is wrapped in
             :class:`~memgym.envs.functional.EpisodeStatistics`, once: an env that is one
             already is not wrapped again), or only an
             :class:`~memgym.agents.spec.EnvSpec` for a trainer driven by a host loop.
@@ -158,7 +160,7 @@ class BaseTrainer:
     #: PRNG keys :meth:`policy_step` draws per step.
     action_keys: int = 1
 
-    def __init__(self, config: Any, env: FunctionalEnv | EnvSpec, example_params: Any | None = None):
+    def __init__(self, config: Any, env: Environment | EnvSpec, example_params: Any | None = None):
         self.config = config
         if isinstance(env, EnvSpec):
             self.env, self.spec = None, env
@@ -282,9 +284,9 @@ class BaseTrainer:
             next_obs, env_state, reward, terminated, truncated, info = step(
                 jax.random.split(key_env, num_envs), env_state, action, env_params
             )
-            fields.update(self.bootstrap_where_cut(acting, next_carry, info["final_obs"], truncated & ~terminated))
+            fields.update(self.bootstrap_where_cut(acting, next_carry, info["final_observation"], truncated & ~terminated))
             record = dict(obs=obs, begin=begin, action=action, reward=reward, terminated=terminated,
-                          truncated=truncated, next_obs=info["final_obs"], **fields)
+                          truncated=truncated, next_obs=info["final_observation"], **fields)
             return (env_state, next_obs, terminated | truncated, next_carry, key), (record, episode_sums(info))
 
         start = (state.wrapped_env_state, state.obs, state.begin, state.carry, state.key)
@@ -320,10 +322,10 @@ class BaseTrainer:
         """The whole run, ``config.num_updates`` updates: pure, so it jits and vmaps."""
         return self.run(self.init(key, env_params), env_params, self.config.num_updates)
 
-    def _functional_env(self) -> FunctionalEnv:
+    def _functional_env(self) -> Environment:
         if self.env is None:
             raise ValueError(
                 f"this {type(self).__name__} was built from an EnvSpec, without an environment to step: "
-                "train it with memgym.agents.host.HostLoop, or build it from a FunctionalEnv"
+                "train it with memgym.agents.host.HostLoop, or build it from a gymnax environment"
             )
         return self.env

@@ -15,20 +15,27 @@ Memory Maze sizes are registered as ``memgym/MemoryMaze-<size>-v0``
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import gymnasium as gym
 
 from memgym.envs.memory_maze import register_memory_maze_envs
 from memgym.envs.popgym import register_popgym_envs
 from memgym.envs.tmaze import TMazeEnv
 
-__all__ = ["TMazeEnv", "register_envs", "registered_ids"]
+__all__ = ["JAX_ENVS", "TMazeEnv", "make_jax", "register_envs", "registered_ids"]
 
 _SPECS: dict[str, dict] = {
     # The time limit is part of the T-Maze spec (a timeout is a failure), so the env
     # enforces it itself; Gymnasium adds no TimeLimit wrapper unless asked to.
     "memgym/TMaze-v0": dict(entry_point="memgym.envs.tmaze:TMazeEnv"),
-    "memgym/TMazeJax-v0": dict(entry_point="memgym.envs.tmaze_jax:make_gymnasium_tmaze"),
+    "memgym/TMazeJax-v0": dict(entry_point="memgym.envs.tmaze_jax:make_gymnasium_tmaze",
+                               vector_entry_point="memgym.envs.tmaze_jax:make_gymnasium_tmaze_vector"),
 }
+
+#: gymnax ids of memgym's pure-JAX environments -> the module that defines (and registers) them
+JAX_ENVS: dict[str, str] = {"memgym/TMaze-v0": "memgym.envs.tmaze_jax"}
 
 
 def register_envs() -> None:
@@ -46,6 +53,29 @@ def register_envs() -> None:
 def registered_ids() -> list[str]:
     """Ids of every registered ``memgym/`` environment."""
     return sorted(env_id for env_id in gym.registry if env_id.startswith("memgym/"))
+
+
+def make_jax(env_id: str = "memgym/TMaze-v0", **config: Any) -> tuple[Any, Any]:
+    """A memgym environment as a gymnax environment: ``(env, env_params)``, like ``gymnax.make``.
+
+    ``config`` takes the same arguments as ``gymnasium.make(env_id, ...)`` (T-Maze:
+    ``corridor_length``, ``num_distractors``, ``gray_bits``, ``max_episode_steps``). Importing
+    JAX and gymnax happens here (``pip install "memgym[jax]"``); afterwards ``gymnax.make(env_id)``
+    works too.
+    """
+    if env_id not in JAX_ENVS:
+        raise ValueError(
+            f"env_id={env_id!r} has no JAX version; JAX environments: {', '.join(JAX_ENVS)} (the other "
+            "memgym environments are Gymnasium environments: gymnasium.make)"
+        )
+    try:
+        importlib.import_module(JAX_ENVS[env_id])
+        import gymnax
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            f"memgym's JAX environments need {error.name}: pip install \"memgym[jax]\"", name=error.name
+        ) from error
+    return gymnax.make(env_id, **config)
 
 
 register_envs()

@@ -1,142 +1,116 @@
-"""Pure-JAX functional environments: the base class, stateful wrappers, episode statistics, the Gymnasium adapter.
+"""memgym's wrappers of gymnax environments: stateful wrappers, episode statistics, the Gymnasium adapter.
 
-A functional environment keeps no state of its own. Its parameters are a
-pytree (so fields such as T-Maze's corridor length can be *traced* and vary
-across a ``vmap``) and its state is passed in and out:
+memgym's pure-JAX environments are gymnax environments
+(:class:`gymnax.environments.environment.Environment`): they keep no state of
+their own, their params are a pytree (so T-Maze's corridor length can be
+*traced* and vary across a ``vmap``), and they follow gymnax's contract:
 
-* ``reset(key, params) -> (obs, state)``
-* ``step_env(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)``
-  — one transition without auto-reset;
-* ``step(key, state, action, params)`` — the same with auto-reset: when the
-  episode ends, the returned ``obs``/``state`` are those of a fresh episode and
-  ``info["final_obs"]`` holds the last observation of the finished one.
+* ``reset(key, params=None) -> (obs, state)``;
+* ``step(key, state, action, params=None) -> (obs, state, reward, terminated, truncated, info)``
+  with auto-reset: when the episode ends, the returned ``obs``/``state`` are those
+  of a fresh episode and ``info["final_observation"]`` holds the last observation
+  of the finished one;
+* ``step_env`` / ``reset_env`` (one transition without auto-reset, and the reset),
+  ``is_truncated`` (the time limit), ``default_params``, ``num_actions``,
+  ``observation_space(params)`` / ``action_space(params)`` (gymnax spaces).
 
-An environment's ``info`` holds only what the environment itself knows about a
-transition (T-Maze: ``success``, True on the step that ends an episode with the
-correct turn). Episode statistics are not kept by environments:
-:class:`EpisodeStatistics` wraps any environment and adds ``done``, ``success``,
-``episode_return`` and ``episode_length`` to every ``info``, so a training loop
-counts finished episodes without leaving ``jit`` (the trainers of
-:mod:`memgym.agents` wrap their environment in it). It is a
-:class:`StatefulWrapper`: a wrapper whose own state (here the running return and
-length) lives beside the inner state and persists while only the inner
-environment auto-resets. :func:`track_episodes` is the bookkeeping of one step,
-shared with the host loop that trains on Gymnasium vector envs.
+An environment's ``info`` holds only what the environment knows about a
+transition (T-Maze: ``success``). This module adds what memgym needs around them:
 
-:class:`GymnasiumAdapter` turns any functional environment into a
-``gymnasium.Env`` (it steps with ``step_env`` and resets on ``reset()``, as
-Gymnasium expects).
+* :class:`StatefulWrapper` — a wrapper whose own state (counters) persists while
+  only the wrapped environment auto-resets; itself a gymnax environment;
+* :class:`EpisodeStatistics` — the one episode counter (``done``, ``success``,
+  ``episode_return``, ``episode_length`` in every ``info``), which every trainer
+  uses; :func:`track_episodes` is the bookkeeping of one step, shared with the
+  host loop that trains on Gymnasium vector envs;
+* :class:`GymnasiumAdapter` — any gymnax environment as a ``gymnasium.Env`` (picklable);
+* :class:`GymnasiumVectorAdapter` — ``N`` of them as one vmapped Gymnasium vector env.
+
+Both adapters refuse, with a message, to run where JAX would hang (:func:`check_not_forked`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
-
 import dataclasses
+import multiprocessing
+import os
+import sys
+from typing import Any
 
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
+from gymnax.environments import environment, spaces
 
-Params = TypeVar("Params")
-State = TypeVar("State")
+Environment = environment.Environment
 
-
-class FunctionalEnv(Generic[Params, State]):
-    """Base class of pure-JAX environments (see module docstring)."""
-
-    def default_params(self, **overrides: Any) -> Params:
-        raise NotImplementedError
-
-    def reset(self, key: jax.Array, params: Params) -> tuple[jax.Array, State]:
-        raise NotImplementedError
-
-    def step_env(
-        self, key: jax.Array, state: State, action: jax.Array, params: Params
-    ) -> tuple[jax.Array, State, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
-        raise NotImplementedError
-
-    def observation_space(self, params: Params) -> gym.Space:
-        raise NotImplementedError
-
-    def action_space(self, params: Params) -> gym.Space:
-        raise NotImplementedError
-
-    def render(self, state: State, params: Params, mode: str) -> Any:
-        """Draw a (single, unbatched) state; ``mode`` is a Gymnasium render mode."""
-        raise NotImplementedError(f"{type(self).__name__} does not render")
-
-    render_modes: tuple[str, ...] = ()
-
-    def step(
-        self, key: jax.Array, state: State, action: jax.Array, params: Params
-    ) -> tuple[jax.Array, State, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
-        """``step_env`` followed by a reset wherever the episode ended (auto-reset)."""
-        key_step, key_reset = jax.random.split(key)
-        obs, state, reward, terminated, truncated, info = self.step_env(key_step, state, action, params)
-        reset_obs, reset_state = self.reset(key_reset, params)
-        done = jnp.logical_or(terminated, truncated)
-        state = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, state)
-        info = dict(info, final_obs=obs)
-        obs = jnp.where(done, reset_obs, obs)
-        return obs, state, reward, terminated, truncated, info
+# Set in a child forked from a process that had imported this module (so JAX was loaded): XLA's threads do
+# not survive a fork, and JAX calls in such a child wait forever.
+_FORKED_AFTER_JAX = [False]
+os.register_at_fork(after_in_child=lambda: _FORKED_AFTER_JAX.__setitem__(0, True))
 
 
-class StatefulWrapper(FunctionalEnv[Params, State]):
-    """A functional environment around ``inner`` with state of its own that persists across episodes.
+def check_not_forked(what: str) -> None:
+    """Raise ``RuntimeError`` where JAX would hang: in a process forked from one that had JAX loaded,
+    or while Gymnasium's ``AsyncVectorEnv`` builds its first environment before forking its workers
+    (so ``make_vec(..., vectorization_mode="async")`` fails at once, in the caller's process)."""
+    if _FORKED_AFTER_JAX[0] or _async_vector_env_will_fork():
+        raise RuntimeError(
+            f"{what} runs JAX, and JAX hangs in a process forked from one that has loaded it (Gymnasium's "
+            "AsyncVectorEnv forks its workers by default). Use memgym's own vector env "
+            "(gymnasium.make_vec(id, num_envs=N), the default for JAX envs), or start worker processes with "
+            "spawn: gymnasium.make_vec(id, num_envs=N, vectorization_mode='async', vector_kwargs={'context': 'spawn'})"
+        )
+
+
+def _async_vector_env_will_fork() -> bool:
+    """True when called (at any depth) from ``gymnasium.vector.AsyncVectorEnv.__init__`` with a fork context."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), gym.vector.AsyncVectorEnv):
+            return multiprocessing.get_context(frame.f_locals.get("context")).get_start_method() == "fork"
+        frame = frame.f_back
+    return False
+
+
+class StatefulWrapper(Environment):
+    """A gymnax environment around ``inner`` with state of its own that persists across episodes.
 
     The wrapper's state is a dataclass registered as a pytree with a field
     ``inner`` (the inner environment's state) beside the wrapper's own fields.
     :meth:`step` steps the inner environment with the inner ``step`` — its
     auto-reset included — so only the inner environment starts a new episode
     while the wrapper's fields carry on; :meth:`step_env` is the same without
-    auto-reset. Random keys pass through unchanged: stepping the wrapper draws
-    exactly what stepping the inner environment draws. Spaces, default params and
-    rendering are the inner environment's.
+    auto-reset (it returns gymnax's five values; :meth:`is_truncated` reads the
+    inner time limit). Random keys pass through unchanged: stepping the wrapper
+    draws exactly what stepping the inner environment draws. Spaces, default params
+    and rendering are the inner environment's.
 
-    A subclass writes two methods:
-
-    * :meth:`init` — the state around a freshly reset inner state;
-    * :meth:`update` — its bookkeeping of one transition: the new state (its own
-      fields; ``inner`` is filled in afterwards) and the ``info`` it passes on.
-
-    and, when it has parameters of its own, :meth:`inner_params` (the inner
-    environment's part of ``params``; by default the wrapper shares the inner
-    params). For example, a wrapper counting finished episodes and successes per
-    environment, with params ``P(inner, window_start)``, is::
-
-        class Counted(StatefulWrapper):
-            def inner_params(self, params):
-                return params.inner
-
-            def init(self, inner, params):
-                return CountedState(inner, episodes=jnp.zeros((), jnp.int32))
-
-            def update(self, state, action, reward, terminated, truncated, info, params):
-                done = terminated | truncated
-                return dataclasses.replace(state, episodes=state.episodes + done), info
-
-    Wrappers nest: each one's ``step`` calls the next one's ``step``, so the
-    innermost environment alone auto-resets.
+    A subclass writes :meth:`init` (the state around a freshly reset inner state)
+    and :meth:`update` (its bookkeeping of one transition: the new state and the
+    ``info`` it passes on), and, when it has parameters of its own,
+    :meth:`inner_params` (the inner environment's part of ``params``) and
+    ``default_params``. Wrappers nest: each one's ``step`` calls the next one's
+    ``step``, so the innermost environment alone auto-resets.
     """
 
-    def __init__(self, inner: FunctionalEnv):
+    def __init__(self, inner: Environment):
         self.inner = inner
-        self.render_modes = inner.render_modes
+        self.render_modes = getattr(inner, "render_modes", ())
 
     # --- what a subclass writes -----------------------------------------------------------
 
-    def inner_params(self, params: Params) -> Any:
+    def inner_params(self, params: Any) -> Any:
         """The inner environment's params (default: the wrapper has none of its own)."""
         return params
 
-    def init(self, inner_state: Any, params: Params) -> State:
+    def init(self, inner_state: Any, params: Any) -> Any:
         """The wrapper's state around ``inner_state``, the state of a freshly reset inner environment."""
         raise NotImplementedError
 
-    def update(self, state: State, action: jax.Array, reward: jax.Array, terminated: jax.Array,
-               truncated: jax.Array, info: dict[str, jax.Array], params: Params) -> tuple[State, dict[str, jax.Array]]:
+    def update(self, state: Any, action: jax.Array, reward: jax.Array, terminated: jax.Array,
+               truncated: jax.Array, info: dict[str, jax.Array], params: Any) -> tuple[Any, dict[str, jax.Array]]:
         """Bookkeeping of one transition of the inner environment: ``(new state, info)``.
 
         ``state`` is the wrapper's state before the transition; the base class then
@@ -146,31 +120,56 @@ class StatefulWrapper(FunctionalEnv[Params, State]):
 
     # --- the environment ------------------------------------------------------------------
 
-    def default_params(self, **overrides: Any) -> Params:
-        return self.inner.default_params(**overrides)
+    @property
+    def default_params(self) -> Any:
+        return self.inner.default_params
 
-    def observation_space(self, params: Params) -> gym.Space:
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def num_actions(self) -> int:
+        return self.inner.num_actions
+
+    def observation_space(self, params: Any):
         return self.inner.observation_space(self.inner_params(params))
 
-    def action_space(self, params: Params) -> gym.Space:
+    def action_space(self, params: Any):
         return self.inner.action_space(self.inner_params(params))
 
-    def render(self, state: State, params: Params, mode: str) -> Any:
+    def render(self, state: Any, params: Any, mode: str) -> Any:
         return self.inner.render(state.inner, self.inner_params(params), mode)
 
-    def reset(self, key: jax.Array, params: Params) -> tuple[jax.Array, State]:
+    def is_truncated(self, state: Any, params: Any) -> jax.Array:
+        return self.inner.is_truncated(state.inner, self.inner_params(params))
+
+    def is_terminated(self, state: Any, params: Any) -> jax.Array:
+        return self.inner.is_terminated(state.inner, self.inner_params(params))
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        obs, inner = self.inner.reset_env(key, self.inner_params(params))
+        return obs, self.init(inner, params)
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, Any]:
+        params = self.default_params if params is None else params
         obs, inner = self.inner.reset(key, self.inner_params(params))
         return obs, self.init(inner, params)
 
     def step_env(self, key, state, action, params):
-        return self._wrap(self.inner.step_env, key, state, action, params)
+        """One transition of the inner environment without auto-reset, counted: gymnax's five values."""
+        inner_params = self.inner_params(params)
+        obs, inner, reward, terminated, info = self.inner.step_env(key, state.inner, action, inner_params)
+        truncated = self.inner.is_truncated(inner, inner_params)
+        state, info = self.update(state, action, reward, terminated, truncated, info, params)
+        return obs, dataclasses.replace(state, inner=inner), reward, terminated, info
 
-    def step(self, key, state, action, params):
+    def step(self, key, state, action, params=None):
         """The inner environment's ``step`` (auto-reset of the inner state only) plus :meth:`update`."""
-        return self._wrap(self.inner.step, key, state, action, params)
-
-    def _wrap(self, inner_step, key, state, action, params):
-        obs, inner, reward, terminated, truncated, info = inner_step(key, state.inner, action, self.inner_params(params))
+        params = self.default_params if params is None else params
+        obs, inner, reward, terminated, truncated, info = self.inner.step(
+            key, state.inner, action, self.inner_params(params)
+        )
         state, info = self.update(state, action, reward, terminated, truncated, info, params)
         return obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
 
@@ -214,7 +213,7 @@ def track_episodes(episode_return: Any, episode_length: Any, reward: Any, termin
     return stats, xp.where(done, 0.0, episode_return), xp.where(done, 0, episode_length)
 
 
-class EpisodeStatistics(StatefulWrapper[Any, EpisodeStatisticsState]):
+class EpisodeStatistics(StatefulWrapper):
     """Adds the statistics of the running episode to every ``info`` (the one episode counter, cf. PureJaxRL's LogWrapper).
 
     The state is :class:`EpisodeStatisticsState` ``(inner, episode_return,
@@ -225,7 +224,7 @@ class EpisodeStatistics(StatefulWrapper[Any, EpisodeStatisticsState]):
     ``EpisodeStatistics(EpisodeStatistics(env))`` is ``EpisodeStatistics(env)`` again.
     """
 
-    def __init__(self, inner: FunctionalEnv):
+    def __init__(self, inner: Environment):
         super().__init__(inner.inner if isinstance(inner, EpisodeStatistics) else inner)
 
     def init(self, inner_state: Any, params: Any) -> EpisodeStatisticsState:
@@ -239,25 +238,51 @@ class EpisodeStatistics(StatefulWrapper[Any, EpisodeStatisticsState]):
 
 
 class GymnasiumAdapter(gym.Env):
-    """A ``gymnasium.Env`` over a :class:`FunctionalEnv` and fixed ``params``.
+    """A ``gymnasium.Env`` over a gymnax environment and fixed ``params``.
 
     Randomness comes from a JAX key derived from the Gymnasium seed, so
-    ``reset(seed=s)`` is reproducible. Observations come back as numpy arrays.
+    ``reset(seed=s)`` is reproducible. Observations come back as NumPy arrays and
+    the spaces as Gymnasium's. The adapter pickles and deep-copies (the episode in
+    progress included); it refuses to run in a process forked after JAX started
+    (:func:`check_not_forked`), where JAX would hang.
     """
 
-    def __init__(self, env: FunctionalEnv, params: Any, render_mode: str | None = None):
-        if render_mode is not None and render_mode not in env.render_modes:
-            raise ValueError(f"render_mode must be None or one of {list(env.render_modes)}, got {render_mode!r}")
+    def __init__(self, env: Environment, params: Any = None, render_mode: str | None = None):
+        check_not_forked(type(self).__name__)
+        render_modes = tuple(getattr(env, "render_modes", ()))
+        if render_mode is not None and render_mode not in render_modes:
+            raise ValueError(f"render_mode must be None or one of {list(render_modes)}, got {render_mode!r}")
         self.env = env
-        self.params = params
+        self.params = env.default_params if params is None else params
         self.render_mode = render_mode
-        self.metadata = {"render_modes": list(env.render_modes), "render_fps": 10}
-        self.observation_space = env.observation_space(params)
-        self.action_space = env.action_space(params)
-        self._reset = jax.jit(env.reset)
-        self._step = jax.jit(env.step_env)
+        self.metadata = {"render_modes": list(render_modes), "render_fps": 10}
+        self.observation_space = spaces.gymnax_space_to_gym_space(env.observation_space(self.params))
+        self.action_space = spaces.gymnax_space_to_gym_space(env.action_space(self.params))
         self._key: jax.Array | None = None
         self._state: Any = None
+        self._compile()
+
+    def _compile(self) -> None:
+        env = self.env
+
+        def transition(key, state, action, params):
+            obs, state, reward, terminated, info = env.step_env(key, state, action, params)
+            return obs, state, reward, terminated, env.is_truncated(state, params), info
+
+        self._reset = jax.jit(env.reset_env)
+        self._step = jax.jit(transition)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_reset", "_step")}
+        state["_key"] = None if self._key is None else np.asarray(jax.random.key_data(self._key))
+        state["_state"] = jax.tree.map(np.asarray, self._state)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._key = None if self._key is None else jax.random.wrap_key_data(jnp.asarray(self._key))
+        self._state = jax.tree.map(jnp.asarray, self._state)
+        self._compile()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -288,3 +313,87 @@ class GymnasiumAdapter(gym.Env):
     def state(self) -> Any:
         """The functional state of the current episode."""
         return self._state
+
+
+class GymnasiumVectorAdapter(gym.vector.VectorEnv):
+    """``num_envs`` copies of a gymnax environment as one Gymnasium vector env: one jitted ``vmap`` per step.
+
+    This is what ``gymnasium.make_vec(id, num_envs=N)`` returns for memgym's JAX environments
+    (Gymnasium's ``vector_entry_point``), instead of ``N`` Python environments or processes.
+    Auto-reset is Gymnasium's ``SAME_STEP`` mode (the JAX ``step`` resets in the step that
+    ends an episode): ``infos["final_obs"]`` is a ``[N, ...]`` array holding, where
+    ``infos["_final_obs"]`` is True, the last observation of the episode that just ended.
+    Per-step ``info`` values of the environment (T-Maze: ``success``) come as ``[N]`` arrays
+    with their ``_name`` masks. ``reset(seed=s)`` seeds environment ``i`` with ``s + i``
+    (a list gives one seed per environment).
+    """
+
+    def __init__(self, env: Environment, params: Any = None, num_envs: int = 1, render_mode: str | None = None):
+        check_not_forked(type(self).__name__)
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got num_envs={num_envs!r}")
+        if render_mode is not None:
+            raise ValueError(
+                f"render_mode={render_mode!r}: the JAX vector env does not render; make the envs with "
+                "gymnasium.make_vec(..., vectorization_mode='sync') to render them"
+            )
+        self.env = env
+        self.params = env.default_params if params is None else params
+        self.num_envs = int(num_envs)
+        self.render_mode = None
+        self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "render_modes": []}
+        self.single_observation_space = spaces.gymnax_space_to_gym_space(env.observation_space(self.params))
+        self.single_action_space = spaces.gymnax_space_to_gym_space(env.action_space(self.params))
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
+        self._keys: jax.Array | None = None
+        self._state: Any = None
+
+        def reset(keys, params):
+            keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+            obs, state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
+            return keys, obs, state
+
+        def step(keys, state, actions, params):
+            keys, step_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                step_keys, state, actions, params
+            )
+            return keys, obs, state, reward, terminated, truncated, info
+
+        self._reset_fn = jax.jit(reset)
+        self._step_fn = jax.jit(step)
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        if seed is None or isinstance(seed, (int, np.integer)):
+            if seed is not None:
+                self._np_random, self._np_random_seed = gym.utils.seeding.np_random(int(seed))
+            seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed must be an int, None or a list of {self.num_envs} seeds, got {len(seeds)}")
+        seeds = [int(self.np_random.integers(2**31)) if s is None else s for s in seeds]
+        keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
+        self._keys, obs, self._state = self._reset_fn(keys, self.params)
+        return np.asarray(obs), {}
+
+    def step(self, actions):
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        actions = np.asarray(actions)
+        valid = actions.shape == (self.num_envs,) and actions.dtype.kind in "iu" and self.action_space.contains(actions)
+        if not valid:
+            raise ValueError(f"actions must be {self.num_envs} actions of {self.single_action_space}, got {actions!r}")
+        self._keys, obs, self._state, reward, terminated, truncated, info = self._step_fn(
+            self._keys, self._state, jnp.asarray(actions), self.params
+        )
+        terminated, truncated = np.asarray(terminated), np.asarray(truncated)
+        infos: dict[str, Any] = {}
+        for name, value in info.items():
+            if name in ("terminated", "truncated"):
+                continue
+            name = "final_obs" if name == "final_observation" else name
+            infos[name] = np.asarray(value)
+            infos[f"_{name}"] = terminated | truncated if name == "final_obs" else np.ones(self.num_envs, bool)
+        return np.asarray(obs), np.asarray(reward, np.float64), terminated, truncated, infos

@@ -1,55 +1,56 @@
-"""Pure-JAX twin of the T-Maze (thesis §5.1.1); dynamics identical to :mod:`memgym.envs.tmaze`.
+"""The T-Maze (thesis §5.1.1) as a gymnax environment; dynamics identical to :mod:`memgym.envs.tmaze`.
 
-``corridor_length`` and ``max_episode_steps`` are *traced* parameters: one
-jitted ``step`` serves any length, and ``jax.vmap`` over a batch of
-:class:`TMazeParams` runs environments of different lengths side by side::
+:class:`TMazeJax` subclasses gymnax's ``Environment`` with gymnax
+``EnvState``/``EnvParams`` dataclasses and gymnax spaces, so any gymnax code
+(PureJaxRL-style training loops, gymnax wrappers) runs on it unchanged::
 
-    env = TMazeJax()
-    params = tmaze_params(corridor_length=jnp.array([120, 160, 200]))
-    obs, state = jax.vmap(env.reset)(keys, params)
-    obs, state, reward, term, trunc, info = jax.vmap(env.step)(keys, state, actions, params)
+    env, params = memgym.envs.make_jax("memgym/TMaze-v0", corridor_length=32)  # like gymnax.make
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
+``corridor_length`` and ``max_steps_in_episode`` are *traced* fields of
+:class:`TMazeParams`: one jitted ``step`` serves any length, and ``jax.vmap``
+over a batch of params runs environments of different lengths side by side
+(``tmaze_params(corridor_length=jnp.array([120, 160, 200]))``).
 ``info["success"]`` is True on the step that ends an episode with the correct
-turn. The environment keeps no episode statistics: wrap it in
-:class:`memgym.envs.functional.EpisodeStatistics` for ``done``,
-``episode_return`` and ``episode_length`` (the trainers do).
+turn; ``step`` adds gymnax's ``info["final_observation"]``. Episode statistics
+come from :class:`memgym.envs.functional.EpisodeStatistics` (the trainers wrap it).
+Importing this module registers ``memgym/TMaze-v0`` with gymnax
+(``gymnax.make("memgym/TMaze-v0")``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnasium import spaces
+from flax import struct
+from gymnax.environments import environment, spaces
 
 from memgym.envs import tmaze
-from memgym.envs.functional import FunctionalEnv, GymnasiumAdapter
+from memgym.envs.functional import GymnasiumAdapter, GymnasiumVectorAdapter, check_not_forked
+
+GYMNAX_ID = "memgym/TMaze-v0"
 
 
-@dataclasses.dataclass(frozen=True)
-class TMazeParams:
-    """T-Maze parameters. ``corridor_length`` and ``max_episode_steps`` are traced
-    (int32 scalars, or arrays under ``vmap``); ``gray_bits`` and ``num_distractors``
-    fix the observation shape and are static. Build with :func:`tmaze_params`."""
+@struct.dataclass
+class TMazeParams(environment.EnvParams):
+    """T-Maze parameters (a gymnax ``EnvParams``). ``max_steps_in_episode`` (gymnax's time limit)
+    and ``corridor_length`` are traced (int32 scalars, or arrays under ``vmap``);
+    ``gray_bits`` and ``num_distractors`` fix the observation shape and are static.
+    Build with :func:`tmaze_params` (validated) or ``env.default_params.replace(...)``."""
 
-    corridor_length: jax.Array
-    max_episode_steps: jax.Array
-    gray_bits: int = tmaze.DEFAULT_GRAY_BITS
-    num_distractors: int = tmaze.DEFAULT_NUM_DISTRACTORS
+    max_steps_in_episode: Any = tmaze.DEFAULT_MAX_EPISODE_STEPS
+    corridor_length: Any = tmaze.DEFAULT_CORRIDOR_LENGTH
+    gray_bits: int = struct.field(pytree_node=False, default=tmaze.DEFAULT_GRAY_BITS)
+    num_distractors: int = struct.field(pytree_node=False, default=tmaze.DEFAULT_NUM_DISTRACTORS)
 
     @property
     def obs_size(self) -> int:
         return 2 + self.gray_bits + self.num_distractors
-
-
-jax.tree_util.register_dataclass(
-    TMazeParams,
-    data_fields=["corridor_length", "max_episode_steps"],
-    meta_fields=["gray_bits", "num_distractors"],
-)
 
 
 def tmaze_params(
@@ -58,8 +59,10 @@ def tmaze_params(
     gray_bits: int = tmaze.DEFAULT_GRAY_BITS,
     max_episode_steps: Any = tmaze.DEFAULT_MAX_EPISODE_STEPS,
 ) -> TMazeParams:
-    """Validated :class:`TMazeParams`. ``corridor_length`` and ``max_episode_steps`` may
-    be ints or integer arrays of the same shape (a batch for ``vmap``); every entry is
+    """Validated :class:`TMazeParams` from the arguments of ``gymnasium.make("memgym/TMaze-v0", ...)``.
+
+    ``corridor_length`` and ``max_episode_steps`` (stored as gymnax's ``max_steps_in_episode``)
+    may be ints or integer arrays of the same shape (a batch for ``vmap``); every entry is
     checked against the same ranges as the Gymnasium version."""
     lengths = np.asarray(corridor_length)
     limits = np.broadcast_to(np.asarray(max_episode_steps), lengths.shape)
@@ -69,23 +72,21 @@ def tmaze_params(
     for length, limit in zip(lengths.reshape(-1), limits.reshape(-1)):
         tmaze.validate_config(int(length), num_distractors, gray_bits, int(limit))
     return TMazeParams(
+        max_steps_in_episode=jnp.asarray(limits, jnp.int32),
         corridor_length=jnp.asarray(lengths, jnp.int32),
-        max_episode_steps=jnp.asarray(limits, jnp.int32),
         gray_bits=int(gray_bits),
         num_distractors=int(num_distractors),
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class TMazeState:
-    """``position`` (0 … L-1), ``goal`` (0 left, 1 right) and ``t`` (steps taken this episode)."""
+@struct.dataclass
+class TMazeState(environment.EnvState):
+    """A gymnax ``EnvState``: ``time`` (steps taken this episode), ``position`` (0 … L-1),
+    ``goal`` (0 left, 1 right) and ``terminated`` (the last step turned at the junction)."""
 
     position: jax.Array
     goal: jax.Array
-    t: jax.Array
-
-
-jax.tree_util.register_dataclass(TMazeState, data_fields=["position", "goal", "t"], meta_fields=[])
+    terminated: jax.Array
 
 
 def _random_bits(key: jax.Array, n: int) -> jax.Array:
@@ -95,36 +96,50 @@ def _random_bits(key: jax.Array, n: int) -> jax.Array:
     return ((words[:, None] >> shifts) & 1).reshape(-1)[:n].astype(jnp.int32)
 
 
-class TMazeJax(FunctionalEnv[TMazeParams, TMazeState]):
-    """The functional T-Maze. Stateless; see the module docstring."""
+class TMazeJax(environment.Environment[TMazeState, TMazeParams]):
+    """The T-Maze as a gymnax environment; ``config`` (the :func:`tmaze_params` arguments) sets
+    :attr:`default_params`, so ``gymnax.make("memgym/TMaze-v0", corridor_length=32)`` works."""
 
     render_modes = ("ansi", "rgb_array")
 
-    def default_params(self, **overrides: Any) -> TMazeParams:
-        return tmaze_params(**overrides)
+    def __init__(self, **config: Any):
+        self._default_params = tmaze_params(**config)
+
+    @property
+    def default_params(self) -> TMazeParams:
+        return self._default_params
+
+    @property
+    def name(self) -> str:
+        return GYMNAX_ID
+
+    @property
+    def num_actions(self) -> int:
+        return 4
 
     def observation_space(self, params: TMazeParams) -> spaces.Box:
-        return spaces.Box(0.0, 1.0, (params.obs_size,), np.float32)
+        return spaces.Box(0.0, 1.0, (params.obs_size,), jnp.float32)
 
-    def action_space(self, params: TMazeParams) -> spaces.Discrete:
-        return spaces.Discrete(4)
+    def action_space(self, params: TMazeParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(self.num_actions)
 
     def _observation(self, state: TMazeState, distractors: jax.Array, params: TMazeParams) -> jax.Array:
-        visible = state.t == 0
+        visible = state.time == 0
         cue = jnp.where(visible, jnp.stack([state.goal, 1 - state.goal]), 0)
         gray = state.position ^ (state.position >> 1)
         shifts = jnp.arange(params.gray_bits - 1, -1, -1)
         gray_bits = (gray >> shifts) & 1
         return jnp.concatenate([cue, gray_bits, distractors]).astype(jnp.float32)
 
-    def reset(self, key: jax.Array, params: TMazeParams) -> tuple[jax.Array, TMazeState]:
+    def reset_env(self, key: jax.Array, params: TMazeParams) -> tuple[jax.Array, TMazeState]:
         bits = _random_bits(key, 1 + params.num_distractors)
         zero = jnp.zeros((), jnp.int32)
-        state = TMazeState(position=zero, goal=bits[0], t=zero)
+        state = TMazeState(time=zero, position=zero, goal=bits[0], terminated=jnp.zeros((), bool))
         return self._observation(state, bits[1:], params), state
 
     def step_env(self, key, state, action, params):
-        """One transition (same rules as :func:`memgym.envs.tmaze.transition`)."""
+        """One transition (same rules as :func:`memgym.envs.tmaze.transition`): gymnax's
+        ``(obs, state, reward, terminated, info)``; :meth:`is_truncated` is the time limit."""
         action = jnp.asarray(action, jnp.int32)
         junction = params.corridor_length - 1
         at_junction = state.position == junction
@@ -138,19 +153,24 @@ class TMazeJax(FunctionalEnv[TMazeParams, TMazeState]):
             jnp.where(success, tmaze.SUCCESS_REWARD, tmaze.FAILURE_REWARD),
             tmaze.STEP_REWARD,
         ).astype(jnp.float32)
-        t = state.t + 1
-        truncated = jnp.logical_and(~terminated, t >= params.max_episode_steps)
-        new_state = TMazeState(position=position, goal=state.goal, t=t)
+        new_state = TMazeState(time=state.time + 1, position=position, goal=state.goal, terminated=terminated)
         obs = self._observation(new_state, _random_bits(key, params.num_distractors), params)
-        return obs, new_state, reward, terminated, truncated, {"success": success}
+        return obs, new_state, reward, terminated, {"success": success}
+
+    def is_terminated(self, state: TMazeState, params: TMazeParams) -> jax.Array:
+        return state.terminated
+
+    def is_truncated(self, state: TMazeState, params: TMazeParams) -> jax.Array:
+        """The time limit ended an episode that did not terminate (a timeout is a failure)."""
+        return jnp.logical_and(state.time >= params.max_steps_in_episode, ~state.terminated)
 
     def render(self, state: TMazeState, params: TMazeParams, mode: str) -> Any:
-        position, goal, t = int(state.position), int(state.goal), int(state.t)
+        position, goal, time = int(state.position), int(state.goal), int(state.time)
         length = int(params.corridor_length)
         if mode == "ansi":
-            return tmaze.render_ansi(position, goal, t, length, t == 0)
+            return tmaze.render_ansi(position, goal, time, length, time == 0)
         if mode == "rgb_array":
-            return tmaze.render_rgb(position, goal, length, t == 0)
+            return tmaze.render_rgb(position, goal, length, time == 0)
         raise ValueError(f"mode must be one of {list(self.render_modes)}, got {mode!r}")
 
 
@@ -158,4 +178,18 @@ def make_gymnasium_tmaze(render_mode: str | None = None, **config: Any) -> Gymna
     """Gymnasium env over the JAX twin (registered as ``memgym/TMazeJax-v0``).
 
     ``config`` takes the :func:`tmaze_params` arguments (scalars only)."""
-    return GymnasiumAdapter(TMazeJax(), tmaze_params(**config), render_mode=render_mode)
+    check_not_forked("memgym/TMazeJax-v0")
+    env = TMazeJax(**config)
+    return GymnasiumAdapter(env, env.default_params, render_mode=render_mode)
+
+
+def make_gymnasium_tmaze_vector(num_envs: int = 1, render_mode: str | None = None,
+                                **config: Any) -> GymnasiumVectorAdapter:
+    """The vector env of ``gymnasium.make_vec("memgym/TMazeJax-v0", num_envs=N, **config)``: one vmapped T-Maze."""
+    check_not_forked("memgym/TMazeJax-v0")
+    env = TMazeJax(**config)
+    return GymnasiumVectorAdapter(env, env.default_params, num_envs=num_envs, render_mode=render_mode)
+
+
+if GYMNAX_ID not in gymnax.registered_envs:
+    gymnax.register(GYMNAX_ID, TMazeJax)

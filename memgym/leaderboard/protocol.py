@@ -12,8 +12,8 @@ the values of the track's swept parameter, e.g. corridor lengths). The agent has
 
 * ``num_envs: int`` — how many environments ``train`` steps in parallel;
 * ``train(key, env, env_params, total_steps) -> (params, env_state)`` — trains on
-  the functional ``env`` (``reset``/``step`` with auto-reset, see
-  :class:`memgym.envs.functional.FunctionalEnv`) for ``total_steps`` environment
+  the gymnax environment ``env`` (``reset``/``step`` with auto-reset, see
+  :mod:`memgym.envs.functional`) for ``total_steps`` environment
   steps in total and returns its policy parameters and the *final environment
   state* it stepped (the harness reads its own episode counters from it);
 * ``init_carry() -> carry`` and ``act(params, carry, obs, begin, key) -> (action, carry)``

@@ -117,6 +117,11 @@ a2c_tiny_gru = a2c("tiny-gru", rollout_length=32, learning_rate=1e-3, entropy_co
 a2c_tiny_arelit = a2c("tiny-arelit", rollout_length=32, learning_rate=3e-3, entropy_coef=1e-2)
 # The memoryless control of the main job: the same agent, its model sees only the current observation.
 a2c_tiny_mlp = a2c("tiny-mlp", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-2)
+# memax's models (memgym[memax]; docs/memax.md) as CPU-sized A2C agents, with the tiny GRU's settings (not tuned).
+a2c_tiny_deltanet = a2c("tiny-deltanet", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
+a2c_tiny_gdn = a2c("tiny-gdn", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
+a2c_tiny_s6 = a2c("tiny-s6", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
+a2c_tiny_mgu = a2c("tiny-mgu", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
 dqn_tiny_gru = dqn(
     "tiny-gru", batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3, target_rate=0.99,
     epsilon_fraction=0.3,

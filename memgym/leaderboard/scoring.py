@@ -44,7 +44,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.envs.functional import EpisodeStatistics, FunctionalEnv, StatefulWrapper
+from gymnax.environments.environment import Environment
+
+from memgym.envs.functional import EpisodeStatistics, StatefulWrapper
 from memgym.leaderboard.cells import CURVE_POINTS
 
 
@@ -130,22 +132,23 @@ def _report_batched(axis_size: int, in_batched: Sequence[bool], due: jax.Array, 
     return due, due_batched
 
 
-class ScoredEnv(StatefulWrapper[ScoredParams, ScoredState]):
+class ScoredEnv(StatefulWrapper):
     """A functional environment that counts its finished episodes and successes (see module docstring).
 
     A :class:`~memgym.envs.functional.StatefulWrapper`: only the inner environment
     auto-resets, the counters run across episodes.
     """
 
-    def __init__(self, inner: FunctionalEnv, score_key: str = "success"):
+    def __init__(self, inner: Environment, score_key: str = "success"):
         super().__init__(inner)
         self.score_key = score_key
 
     def inner_params(self, params: ScoredParams) -> Any:
         return params.inner
 
-    def default_params(self, **overrides: Any) -> ScoredParams:
-        return ScoredParams(self.inner.default_params(**overrides), jnp.zeros((), jnp.int32),
+    @property
+    def default_params(self) -> ScoredParams:
+        return ScoredParams(self.inner.default_params, jnp.zeros((), jnp.int32),
                             jnp.ones((), jnp.int32))  # no progress reports
 
     def init(self, inner_state: Any, params: ScoredParams) -> ScoredState:
@@ -191,7 +194,7 @@ def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:
     return totals
 
 
-def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, keys: jax.Array, max_steps: int,
+def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, keys: jax.Array, max_steps: int,
                  score_key: str = "success", policy_keys: jax.Array | None = None):
     """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N], invalid[N])``.
 
@@ -219,7 +222,7 @@ def evaluate_jax(agent: Any, params: Any, env: FunctionalEnv, env_params: Any, k
             key_act = key_act if keys[1] is None else keys[1]
             action, memory = agent.act(params, memory, obs, begin, key_act)
             bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
-            next_obs, next_state, _, _, _, info = env.step_env(key_env, state, action, env_params)
+            next_obs, next_state, _, _, info = env.step_env(key_env, state, action, env_params)
             end = info["done"] & ~finished
             ended = (info[score_key], info["episode_return"], info["episode_length"])
             result = jax.tree.map(lambda new, old: jnp.where(end, new, old), ended, result)

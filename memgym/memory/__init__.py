@@ -38,7 +38,23 @@ MODELS: dict[str, str] = {
     "gru": "memgym.memory.rnn:GRU",
     "gtrxl": "memgym.memory.gtrxl:GTrXL",
     "mlp": "memgym.memory.mlp:MLP",  # memoryless baseline: y[t] depends on x[t] only
+    "memax": "memgym.memory.memax:Memax",  # memax's models (DeltaNet, GDN, S6, MGU, ...); needs memgym[memax]
 }
+
+# name -> the option that a "name:VALUE" spelling sets ("memax:gdn" is model "memax" with model="gdn")
+NAME_OPTIONS: dict[str, str] = {"memax": "model"}
+
+
+def split_name(name: str) -> tuple[str, dict[str, Any]]:
+    """``(model name, options)`` of a name that may carry an option: ``"memax:gdn"`` -> ``("memax", {"model": "gdn"})``.
+
+    Only the models of :data:`NAME_OPTIONS` take a ``:VALUE`` suffix; any other name comes back
+    unchanged with no options (so an unknown one is reported by :func:`model_class`).
+    """
+    base, colon, value = name.partition(":") if isinstance(name, str) else (name, "", "")
+    if not colon or base not in NAME_OPTIONS:
+        return name, {}
+    return base, {NAME_OPTIONS[base]: value}
 
 
 def model_class(name: str) -> type:
@@ -52,11 +68,17 @@ def model_class(name: str) -> type:
 def make(name: str, **config: Any):
     """Build the memory model registered as ``name`` with ``config`` (its dataclass fields).
 
-    Raises ``ValueError`` for an unknown name, an unknown option, or a missing required
-    option (named, with what it means).
+    ``name`` may carry an option (:func:`split_name`): ``make("memax:gdn", features=32)`` is
+    ``make("memax", model="gdn", features=32)``. Raises ``ValueError`` for an unknown name, an
+    unknown option, an option given twice, or a missing required option (named, with what it means).
     """
     from memgym.memory.validation import option_descriptions, options, required_options  # imports jax
 
+    name, named = split_name(name)
+    twice = sorted(set(named) & set(config))
+    if twice:
+        raise ValueError(f"option(s) {twice} given both in the name and as keyword(s): {named!r} and {config!r}")
+    config = {**named, **config}
     cls = model_class(name)
     fields = set(options(cls))
     unknown = set(config) - fields

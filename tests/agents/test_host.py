@@ -82,8 +82,8 @@ class DeterministicTMaze(TMazeJax):
     """T-Maze whose goal is always left: with no distractors it draws no randomness at all, so the
     functional collector and a host loop over its Gymnasium adapter see the same environment."""
 
-    def reset(self, key, params):
-        _, state = super().reset(key, params)
+    def reset_env(self, key, params):
+        _, state = super().reset_env(key, params)
         state = dataclasses.replace(state, goal=jnp.zeros((), jnp.int32))
         return self._observation(state, jnp.zeros(params.num_distractors, jnp.int32), params), state
 

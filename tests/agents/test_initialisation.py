@@ -18,7 +18,7 @@ from memgym import memory
 from memgym.agents.networks import ActorCritic, DuelingQNetwork, frozen_config
 
 # Models that keep their own paper's initialisation (docs/reproduction.md).
-PUBLISHED = {"s5", "lru", "ffm", "linear_attention_monoid"}
+PUBLISHED = {"s5", "lru", "ffm", "linear_attention_monoid", "memax"}  # memax: memax's own initialisation
 SMALL = {
     "lstm": dict(features=24),
     "gru": dict(features=24),

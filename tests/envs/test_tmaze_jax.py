@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from gymnax.environments import spaces as gymnax_spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,15 @@ from memgym.envs.tmaze_jax import TMazeJax, make_gymnasium_tmaze, tmaze_params
 
 ENV = TMazeJax()
 STATS_ENV = EpisodeStatistics(ENV)
-STEP_ENV = jax.jit(ENV.step_env)
+
+
+@jax.jit
+def STEP_ENV(key, state, action, params):
+    """One transition without auto-reset, with gymnax's time limit: six values like Gymnasium's step."""
+    obs, state, reward, terminated, info = ENV.step_env(key, state, action, params)
+    return obs, state, reward, terminated, ENV.is_truncated(state, params), info
+
+
 RESET = jax.jit(ENV.reset)
 
 
@@ -121,7 +130,7 @@ def _rollout(params, key, policy: str, steps: int):
 
         def body(carry, key):
             obs, state, goal_memory = carry
-            goal_memory = jnp.where(state.inner.t == 0, obs[:, 0].astype(jnp.int32), goal_memory)
+            goal_memory = jnp.where(state.inner.time == 0, obs[:, 0].astype(jnp.int32), goal_memory)
             at_junction = state.inner.position == params.corridor_length - 1
             turn = 2 + (goal_memory if policy == "optimal" else 1 - goal_memory)
             action = jnp.where(at_junction, turn, 0)
@@ -172,8 +181,8 @@ def test_auto_reset_starts_a_fresh_episode_with_a_visible_cue():
     obs, state, reward, term, trunc, info = ENV.step(key, state, 0, params)
     assert not term and int(state.position) == 1 and float(obs[:2].sum()) == 0.0
     obs, state, reward, term, trunc, info = ENV.step(key, state, 2, params)
-    assert term and int(state.position) == 0 and int(state.t) == 0 and float(obs[:2].sum()) == 1.0
-    assert float(info["final_obs"][:2].sum()) == 0.0 and info["final_obs"][2:10].tolist() == [0] * 7 + [1]
+    assert term and int(state.position) == 0 and int(state.time) == 0 and float(obs[:2].sum()) == 1.0
+    assert float(info["final_observation"][:2].sum()) == 0.0 and info["final_observation"][2:10].tolist() == [0] * 7 + [1]
 
 
 def test_distractors_are_fair_and_same_key_same_stream():
@@ -214,7 +223,7 @@ def test_adapter_rejects_bad_actions():
 def test_tmaze_keeps_no_episode_statistics():
     params = tmaze_params(2)
     obs, state = RESET(jax.random.key(0), params)
-    assert set(vars(state)) == {"position", "goal", "t"}
+    assert set(vars(state)) == {"time", "position", "goal", "terminated"}
     *_, info = STEP_ENV(jax.random.key(1), state, 0, params)
     assert set(info) == {"success"}
 
@@ -249,7 +258,7 @@ def test_episode_statistics_count_returns_and_lengths_across_auto_resets():
             truncations += bool(truncated)
             running_return, running_length = 0.0, 0
         # the running statistics restart with every episode, while the inner env auto-resets
-        assert int(state.episode_length) == running_length and int(state.inner.t) == running_length
+        assert int(state.episode_length) == running_length and int(state.inner.time) == running_length
         assert float(state.episode_return) == pytest.approx(running_return, abs=1e-5)
     assert len(finished) > 10 and 0 < truncations < len(finished)
 
@@ -258,9 +267,11 @@ def test_episode_statistics_wrap_once_and_pass_spaces_through():
     wrapped = EpisodeStatistics(EpisodeStatistics(ENV))
     assert wrapped.inner is ENV
     params = tmaze_params(4)
-    assert wrapped.observation_space(params) == ENV.observation_space(params)
-    assert wrapped.action_space(params) == ENV.action_space(params)
-    assert wrapped.default_params().corridor_length == ENV.default_params().corridor_length
+    as_gym = gymnax_spaces.gymnax_space_to_gym_space
+    assert as_gym(wrapped.observation_space(params)) == as_gym(ENV.observation_space(params))
+    assert as_gym(wrapped.action_space(params)) == as_gym(ENV.action_space(params)) == gym.spaces.Discrete(4)
+    assert wrapped.num_actions == 4 and wrapped.name == ENV.name
+    assert wrapped.default_params.corridor_length == ENV.default_params.corridor_length
 
 
 def test_track_episodes_on_numpy_arrays_as_on_jax_arrays():

@@ -29,6 +29,7 @@ SMALL = {
     "gru": dict(features=16),
     "gtrxl": dict(features=16, num_layers=2, num_heads=2, head_dim=8, memory_size=6),
     "mlp": dict(features=16),  # memoryless: the laws hold trivially (empty carry, no cross-step flow)
+    "memax": dict(model="GDN", features=16),  # memax's Gated DeltaNet through the adapter
 }
 ATOL = 2e-4
 
