@@ -102,7 +102,7 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     its entries override the preset's.
     """
     from memgym import memory as memory_lib
-    from memgym.memory.validation import options
+    from memgym.memory.validation import option_descriptions, options, required_options
 
     if isinstance(memory_config, str):
         try:
@@ -122,10 +122,20 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
         raise ValueError(
             f"unknown memory {memory!r}; presets: {', '.join(MEMORY_PRESETS)}; models: {', '.join(memory_lib.MODELS)}"
         )
-    fields = set(options(memory_lib.model_class(name)))
+    cls = memory_lib.model_class(name)
+    fields = set(options(cls))
     unknown = sorted(set(config) - fields)
     if unknown:
         raise ValueError(f"memory_config: unknown option(s) {unknown} for memory model {name!r}; allowed: {sorted(fields)}")
+    missing = [option for option in required_options(cls) if option not in config]
+    if missing:
+        descriptions = option_descriptions(cls)
+        meaning = "; ".join(f"{option}: {descriptions.get(option, 'undocumented')}" for option in missing)
+        raise ValueError(
+            f"memory={memory!r} is a model, not a preset, and needs option(s) {missing} ({meaning}): give them in "
+            f"memory_config (--memory-config '{{\"{missing[0]}\": ...}}'), or use a preset ({', '.join(MEMORY_PRESETS)})"
+        )
+    cls(**config, parent=None)  # the model's own checks of its options (e.g. an unknown memax model)
     return name, config
 
 

@@ -15,6 +15,7 @@ Memory Maze sizes are registered as ``memgym/MemoryMaze-<size>-v0``
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any
 
@@ -59,15 +60,20 @@ def make_jax(env_id: str = "memgym/TMaze-v0", **config: Any) -> tuple[Any, Any]:
     """A memgym environment as a gymnax environment: ``(env, env_params)``, like ``gymnax.make``.
 
     ``config`` takes the same arguments as ``gymnasium.make(env_id, ...)`` (T-Maze:
-    ``corridor_length``, ``num_distractors``, ``gray_bits``, ``max_episode_steps``). Importing
-    JAX and gymnax happens here (``pip install "memgym[jax]"``); afterwards ``gymnax.make(env_id)``
-    works too.
+    ``corridor_length``, ``num_distractors``, ``gray_bits``, ``max_episode_steps``; the params
+    hold the time limit as gymnax's ``max_steps_in_episode``). JAX and gymnax are imported here
+    (``pip install "memgym[jax]"``), and the environment is registered with gymnax then, so
+    ``gymnax.make(env_id)`` works after the first ``make_jax`` (or ``import memgym.envs.tmaze_jax``).
     """
     if env_id not in JAX_ENVS:
-        raise ValueError(
-            f"env_id={env_id!r} has no JAX version; JAX environments: {', '.join(JAX_ENVS)} (the other "
-            "memgym environments are Gymnasium environments: gymnasium.make)"
-        )
+        if env_id == "memgym/TMazeJax-v0":
+            hint = "that is the Gymnasium adapter's id; the gymnax environment is 'memgym/TMaze-v0'"
+        elif isinstance(env_id, str) and env_id in gym.registry:
+            hint = f"{env_id} is a Gymnasium environment without a JAX version (gymnasium.make)"
+        else:
+            close = difflib.get_close_matches(str(env_id), sorted(set(JAX_ENVS) | set(registered_ids())), n=3)
+            hint = "unknown environment id" + (f" (close: {', '.join(close)})" if close else "")
+        raise ValueError(f"env_id={env_id!r}: {hint}; JAX environments: {', '.join(JAX_ENVS)}")
     try:
         importlib.import_module(JAX_ENVS[env_id])
         import gymnax

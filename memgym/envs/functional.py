@@ -237,7 +237,27 @@ class EpisodeStatistics(StatefulWrapper):
         return EpisodeStatisticsState(state.inner, episode_return, episode_length), {**info, **stats}
 
 
-class GymnasiumAdapter(gym.Env):
+class _PicklesJaxState:
+    """Pickling and deep copies for an adapter that holds JAX keys (``_key``), an environment state
+    (``_state``) and jitted functions (``_reset``, ``_step``, rebuilt by ``_compile``)."""
+
+    def _compile(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_reset", "_step")}
+        state["_key"] = None if self._key is None else np.asarray(jax.random.key_data(self._key))
+        state["_state"] = jax.tree.map(np.asarray, self._state)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._key = None if self._key is None else jax.random.wrap_key_data(jnp.asarray(self._key))
+        self._state = jax.tree.map(jnp.asarray, self._state)
+        self._compile()
+
+
+class GymnasiumAdapter(_PicklesJaxState, gym.Env):
     """A ``gymnasium.Env`` over a gymnax environment and fixed ``params``.
 
     Randomness comes from a JAX key derived from the Gymnasium seed, so
@@ -272,18 +292,6 @@ class GymnasiumAdapter(gym.Env):
         self._reset = jax.jit(env.reset_env)
         self._step = jax.jit(transition)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_reset", "_step")}
-        state["_key"] = None if self._key is None else np.asarray(jax.random.key_data(self._key))
-        state["_state"] = jax.tree.map(np.asarray, self._state)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._key = None if self._key is None else jax.random.wrap_key_data(jnp.asarray(self._key))
-        self._state = jax.tree.map(jnp.asarray, self._state)
-        self._compile()
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._key = jax.random.key(int(self.np_random.integers(2**31)))
@@ -315,7 +323,7 @@ class GymnasiumAdapter(gym.Env):
         return self._state
 
 
-class GymnasiumVectorAdapter(gym.vector.VectorEnv):
+class GymnasiumVectorAdapter(_PicklesJaxState, gym.vector.VectorEnv):
     """``num_envs`` copies of a gymnax environment as one Gymnasium vector env: one jitted ``vmap`` per step.
 
     This is what ``gymnasium.make_vec(id, num_envs=N)`` returns for memgym's JAX environments
@@ -346,8 +354,12 @@ class GymnasiumVectorAdapter(gym.vector.VectorEnv):
         self.single_action_space = spaces.gymnax_space_to_gym_space(env.action_space(self.params))
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
-        self._keys: jax.Array | None = None
+        self._key: jax.Array | None = None  # [N] keys, one per environment
         self._state: Any = None
+        self._compile()
+
+    def _compile(self) -> None:
+        env = self.env
 
         def reset(keys, params):
             keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
@@ -361,21 +373,23 @@ class GymnasiumVectorAdapter(gym.vector.VectorEnv):
             )
             return keys, obs, state, reward, terminated, truncated, info
 
-        self._reset_fn = jax.jit(reset)
-        self._step_fn = jax.jit(step)
+        self._reset = jax.jit(reset)
+        self._step = jax.jit(step)
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
         if seed is None or isinstance(seed, (int, np.integer)):
             if seed is not None:
                 self._np_random, self._np_random_seed = gym.utils.seeding.np_random(int(seed))
             seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-        else:
+        elif isinstance(seed, (list, tuple)) and len(seed) == self.num_envs:
             seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed must be an int, None or a list of {self.num_envs} seeds, got {len(seeds)}")
+        else:
+            raise ValueError(f"seed must be None, an int or a list of {self.num_envs} ints or Nones, got seed={seed!r}")
         seeds = [int(self.np_random.integers(2**31)) if s is None else s for s in seeds]
+        if not all(isinstance(s, (int, np.integer)) and 0 <= s < 2**32 for s in seeds):
+            raise ValueError(f"seeds must be integers in [0, 2**32), got seed={seed!r}")
         keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
-        self._keys, obs, self._state = self._reset_fn(keys, self.params)
+        self._key, obs, self._state = self._reset(keys, self.params)
         return np.asarray(obs), {}
 
     def step(self, actions):
@@ -385,8 +399,8 @@ class GymnasiumVectorAdapter(gym.vector.VectorEnv):
         valid = actions.shape == (self.num_envs,) and actions.dtype.kind in "iu" and self.action_space.contains(actions)
         if not valid:
             raise ValueError(f"actions must be {self.num_envs} actions of {self.single_action_space}, got {actions!r}")
-        self._keys, obs, self._state, reward, terminated, truncated, info = self._step_fn(
-            self._keys, self._state, jnp.asarray(actions), self.params
+        self._key, obs, self._state, reward, terminated, truncated, info = self._step(
+            self._key, self._state, jnp.asarray(actions), self.params
         )
         terminated, truncated = np.asarray(terminated), np.asarray(truncated)
         infos: dict[str, Any] = {}

@@ -79,6 +79,10 @@ def tmaze_params(
     )
 
 
+#: the options of ``TMazeJax(...)``, ``make_jax("memgym/TMaze-v0", ...)`` and ``gymnasium.make("memgym/TMazeJax-v0", ...)``
+OPTIONS = ("corridor_length", "num_distractors", "gray_bits", "max_episode_steps")
+
+
 @struct.dataclass
 class TMazeState(environment.EnvState):
     """A gymnax ``EnvState``: ``time`` (steps taken this episode), ``position`` (0 … L-1),
@@ -103,6 +107,18 @@ class TMazeJax(environment.Environment[TMazeState, TMazeParams]):
     render_modes = ("ansi", "rgb_array")
 
     def __init__(self, **config: Any):
+        unknown = sorted(set(config) - set(OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"unknown T-Maze option(s) {unknown}; allowed: {', '.join(OPTIONS)} (the arguments of "
+                "gymnasium.make('memgym/TMaze-v0'); the params store max_episode_steps as gymnax's max_steps_in_episode)"
+            )
+        for name in ("corridor_length", "max_episode_steps"):
+            if name in config and np.ndim(config[name]) != 0:
+                raise ValueError(
+                    f"{name} must be one integer for one environment, got {name}={config[name]!r}; for a batch of "
+                    f"lengths, vmap over tmaze_params({name}=[...]) (see the module docstring)"
+                )
         self._default_params = tmaze_params(**config)
 
     @property

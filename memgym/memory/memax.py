@@ -129,6 +129,10 @@ class Memax(nn.Module):
     hidden: int | None = None
     num_layers: int = 1
 
+    def __post_init__(self) -> None:
+        self._sizes()  # a bad name or size fails where the model is made, not at its first call
+        super().__post_init__()
+
     def _sizes(self) -> tuple[str, int]:
         """Checked fields: ``(memax name, hidden width)``."""
         check_positive(features=self.features, num_layers=self.num_layers)

@@ -54,6 +54,17 @@ def test_an_optimal_policy_wins_every_episode_and_a_timeout_is_reported():
     assert truncated.all() and not terminated.any() and not info["success"].any()
 
 
+def test_the_vector_env_pickles_mid_episode():
+    envs = gym.make_vec("memgym/TMazeJax-v0", num_envs=3, corridor_length=8)
+    envs.reset(seed=2)
+    envs.step(np.zeros(3, int))
+    twin = pickle.loads(pickle.dumps(envs))
+    for actions in ([0, 0, 0], [1, 2, 0], [3, 3, 3]):
+        expected, got = envs.step(np.array(actions)), twin.step(np.array(actions))
+        for a, b in zip(expected[:4], got[:4]):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_bad_actions_seeds_and_render_modes_are_refused_by_name():
     envs = gym.make_vec("memgym/TMazeJax-v0", num_envs=4)
     with pytest.raises(RuntimeError, match="reset"):
@@ -62,8 +73,13 @@ def test_bad_actions_seeds_and_render_modes_are_refused_by_name():
     for bad in (np.zeros(3, int), np.array([0, 1, 2, 4]), np.array([0.5, 0, 0, 0])):
         with pytest.raises(ValueError, match="actions"):
             envs.step(bad)
-    with pytest.raises(ValueError, match="seed"):
-        envs.reset(seed=[1, 2])
+    for seed in ([1, 2], 1.5, "x", [0, 1, 2, -1]):
+        with pytest.raises(ValueError, match="seed"):
+            envs.reset(seed=seed)
+    with pytest.raises(ValueError, match="corridor_length must be one integer"):
+        gym.make_vec("memgym/TMazeJax-v0", num_envs=2, corridor_length=[2, 4])
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        gym.make_vec("memgym/TMazeJax-v0", num_envs=2, max_steps_in_episode=9)
     with pytest.raises(ValueError, match="num_envs"):
         gym.make_vec("memgym/TMazeJax-v0", num_envs=0)
     with pytest.raises(ValueError, match="render"):
