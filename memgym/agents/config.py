@@ -135,7 +135,7 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
             f"memory={memory!r} is a model, not a preset, and needs option(s) {missing} ({meaning}): give them in "
             f"memory_config (--memory-config '{{\"{missing[0]}\": ...}}'), or use a preset ({', '.join(MEMORY_PRESETS)})"
         )
-    cls(**config, parent=None)  # the model's own checks of its options (e.g. an unknown memax model)
+    cls(**config, parent=None).initialize_carry()  # the model's own checks of its options (e.g. an unknown memax model)
     return name, config
 
 

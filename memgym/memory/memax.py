@@ -129,10 +129,6 @@ class Memax(nn.Module):
     hidden: int | None = None
     num_layers: int = 1
 
-    def __post_init__(self) -> None:
-        self._sizes()  # a bad name or size fails where the model is made, not at its first call
-        super().__post_init__()
-
     def _sizes(self) -> tuple[str, int]:
         """Checked fields: ``(memax name, hidden width)``."""
         check_positive(features=self.features, num_layers=self.num_layers)
@@ -164,11 +160,12 @@ class Memax(nn.Module):
 
         if self.has_variable("params", "weights"):  # report a wrong width of x before flax's shape error
             found = {key: tuple(leaf.shape) for key, leaf in self.get_variable("params", "weights").items()}
-            if found != {key: tuple(shape.shape) for key, shape in zip(keys, shapes)}:
+            wanted = {key: tuple(shape.shape) for key, shape in zip(keys, shapes)}
+            if found != wanted:  # only the input map's [hidden, F] kernel depends on x's width F
+                initial = [found[key][-1] for key in keys if key in found and found[key] != wanted[key]]
                 raise ValueError(
-                    f"x has {x.shape[1]} features (x.shape = {tuple(x.shape)}) but the parameters do not fit memax's "
-                    f"{name} for that input width (hidden={hidden}, features={self.features}, num_layers="
-                    f"{self.num_layers}); pass x with the feature width the model was initialised for"
+                    f"x has {x.shape[1]} features (x.shape = {tuple(x.shape)}) but memax's {name} was initialised "
+                    f"for {initial[0] if initial else 'another width'}; pass x with that feature width"
                 )
         weights = self.param("weights", init)
         leaves = [weights[key] for key in keys]

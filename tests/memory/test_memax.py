@@ -171,7 +171,7 @@ def test_bad_options_are_named():
 def test_x_of_another_width_than_at_init_is_reported():
     built = Built("GDN")
     x, start = tape(6)
-    with pytest.raises(ValueError, match=r"x has 4 features \(x.shape = \(16, 4\)\) but the parameters do not fit"):
+    with pytest.raises(ValueError, match=r"x has 4 features \(x.shape = \(16, 4\)\) but memax.s GDN was initialised for 5"):
         built.model.apply(built.params, x[:, :4], start, built.fresh())
 
 
@@ -185,7 +185,10 @@ def test_every_option_is_documented():
 def test_the_memax_prefix_and_the_presets_resolve():
     model = memory.make("memax:gdn", features=32)
     assert isinstance(model, memax_lib.Memax) and (model.model, model.features) == ("gdn", 32)
-    assert resolve_memory("memax:gdn") == ("memax", {"model": "gdn"})
+    with pytest.raises(ValueError, match=r"needs option\(s\) \['features'\].*--memory-config"):
+        resolve_memory("memax:gdn")  # a model, not a preset: its width must be given
+    with pytest.raises(ValueError, match="not a memax model"):
+        resolve_memory("memax:foo", {"features": 16})
     assert resolve_memory("memax:s6", {"features": 16}) == ("memax", {"model": "s6", "features": 16})
     for preset, name in [("tiny-deltanet", "DeltaNet"), ("tiny-gdn", "GDN"), ("tiny-s6", "S6"), ("tiny-mgu", "MGU")]:
         assert MEMORY_PRESETS[preset][0] == "memax"
