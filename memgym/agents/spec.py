@@ -95,7 +95,8 @@ class EnvSpec:
         space = gymnax_space_to_gym_space(env.observation_space(params))
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"trainers need a flat Box observation space, got {space}")
-        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(gymnax_space_to_gym_space(env.action_space(params))))
+        actions = gymnax_space_to_gym_space(env.action_space(params))
+        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(actions))
 
     @classmethod
     def from_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> EnvSpec:

@@ -53,12 +53,11 @@ from typing import Any, Protocol, runtime_checkable
 import jax
 import jax.numpy as jnp
 from flax import struct
+from gymnax.environments.environment import Environment
 
 from memgym.agents.config import resolve_memory
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec
-from gymnax.environments.environment import Environment
-
 from memgym.envs.functional import EpisodeStatistics
 from memgym.memory.batching import any_in_batch
 
