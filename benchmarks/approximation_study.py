@@ -316,9 +316,9 @@ def main() -> None:
     if args.quick:
         args.d, args.steps, args.runs, args.r_max = 32, 50, 5, 16
 
-    begin = time.perf_counter()
+    start = time.perf_counter()
     result = approximation_errors(args.d, args.steps, args.runs, tuple(range(1, args.r_max + 1)), GATES, args.seed)
-    seconds = time.perf_counter() - begin
+    seconds = time.perf_counter() - start
     rows = tuple(r for r in TABLE_RS if r <= args.r_max)
     tables = markdown_table(result, rows, TABLE_GATES), markdown_table(result, rows, TABLE_GATES, relative=True)
     print(f"mean ‖C_t − C̃_t‖_F after {args.steps} steps, d = {args.d}, {args.runs} runs ({seconds:.1f} s)")

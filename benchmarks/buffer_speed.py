@@ -76,14 +76,14 @@ def measured_popgym_lengths() -> tuple[dict[str, int], str]:
 def transitions(n: int, offset: int, episode_length: int) -> tuple[dict, jax.Array]:
     """``n`` transitions of a stream of ``episode_length``-step episodes, from stream step ``offset``."""
     t = np.arange(offset, offset + n)
-    begin = t % episode_length == 0
+    start = t % episode_length == 0
     data = {
         "obs": np.random.default_rng(offset).standard_normal((n, 8)).astype(np.float32),
         "action": (t % 4).astype(np.int32),
         "reward": np.zeros(n, np.float32),
         "done": (t % episode_length) == episode_length - 1,
     }
-    return jax.device_put(data), jnp.asarray(begin)
+    return jax.device_put(data), jnp.asarray(start)
 
 
 def example() -> dict:
@@ -94,8 +94,8 @@ def fill(buffer, state, episode_length: int, chunk: int, total: int):
     add = jax.jit(buffer.add, donate_argnums=0)
     offset = 0
     while offset < total:
-        data, begin = transitions(chunk, offset, episode_length)
-        state = add(state, data, begin)
+        data, start = transitions(chunk, offset, episode_length)
+        state = add(state, data, start)
         offset += chunk
     return jax.block_until_ready(state), offset
 
@@ -120,8 +120,8 @@ def throughput(buffer, capacity: int, batch: int, episode_length: int) -> dict:
     holder = {"state": state, "i": 0}
 
     def add_once():
-        data, begin = chunks[holder["i"] % len(chunks)]
-        holder["state"] = jax.block_until_ready(add(holder["state"], data, begin))
+        data, start = chunks[holder["i"] % len(chunks)]
+        holder["state"] = jax.block_until_ready(add(holder["state"], data, start))
         holder["i"] += 1
 
     add_seconds = timed(add_once)

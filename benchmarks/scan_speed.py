@@ -87,9 +87,9 @@ def median_time(
         jax.block_until_ready(fn())
     times: list[float] = []
     while True:
-        begin = time.perf_counter()
+        start = time.perf_counter()
         jax.block_until_ready(fn())
-        times.append(time.perf_counter() - begin)
+        times.append(time.perf_counter() - start)
         if len(times) >= max_repeats or (len(times) >= min_repeats and sum(times) >= target_s):
             return statistics.median(times), len(times)
 
@@ -147,7 +147,7 @@ def random_episode_tape(seed: int, length: int, mean_episode: int) -> dict[str, 
 
 
 def episode_bounds(terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(begin, length)`` of every episode on the tape (host side, from the done flags)."""
+    """``(start, length)`` of every episode on the tape (host side, from the done flags)."""
     ends = np.flatnonzero(terminated | truncated) + 1
     if ends.size == 0 or ends[-1] != terminated.size:
         ends = np.append(ends, terminated.size)
@@ -156,10 +156,10 @@ def episode_bounds(terminated: np.ndarray, truncated: np.ndarray) -> tuple[np.nd
 
 
 @functools.partial(jax.jit, static_argnames="length", donate_argnums=0)
-def _episode_return(out, reward, next_value, terminated, begin, gamma, *, length: int):
-    """One episode's return-to-go by a reverse ``lax.scan``, written into ``out`` at ``begin``."""
-    rewards = jax.lax.dynamic_slice_in_dim(reward, begin, length)
-    last = begin + length - 1
+def _episode_return(out, reward, next_value, terminated, start, gamma, *, length: int):
+    """One episode's return-to-go by a reverse ``lax.scan``, written into ``out`` at ``start``."""
+    rewards = jax.lax.dynamic_slice_in_dim(reward, start, length)
+    last = start + length - 1
     following = jnp.where(terminated[last], 0.0, next_value[last])  # V after the episode's last step
 
     def step(following, r):
@@ -167,14 +167,14 @@ def _episode_return(out, reward, next_value, terminated, begin, gamma, *, length
         return g, g
 
     _, returns = jax.lax.scan(step, following, rewards, reverse=True)
-    return jax.lax.dynamic_update_slice_in_dim(out, returns, begin, 0)
+    return jax.lax.dynamic_update_slice_in_dim(out, returns, start, 0)
 
 
 @functools.partial(jax.jit, static_argnames="length", donate_argnums=0)
-def _episode_gae(out, reward, value, next_value, terminated, begin, gamma, lam, *, length: int):
-    """One episode's GAE advantages by a reverse ``lax.scan``, written into ``out`` at ``begin``."""
-    piece = lambda x: jax.lax.dynamic_slice_in_dim(x, begin, length)  # noqa: E731
-    bootstrap = jnp.ones(length).at[-1].set(jnp.where(terminated[begin + length - 1], 0.0, 1.0))
+def _episode_gae(out, reward, value, next_value, terminated, start, gamma, lam, *, length: int):
+    """One episode's GAE advantages by a reverse ``lax.scan``, written into ``out`` at ``start``."""
+    piece = lambda x: jax.lax.dynamic_slice_in_dim(x, start, length)  # noqa: E731
+    bootstrap = jnp.ones(length).at[-1].set(jnp.where(terminated[start + length - 1], 0.0, 1.0))
     delta = piece(reward) + gamma * bootstrap * piece(next_value) - piece(value)
 
     def step(following, d):
@@ -182,7 +182,7 @@ def _episode_gae(out, reward, value, next_value, terminated, begin, gamma, lam, 
         return a, a
 
     _, advantages = jax.lax.scan(step, jnp.zeros(()), delta, reverse=True)
-    return jax.lax.dynamic_update_slice_in_dim(out, advantages, begin, 0)
+    return jax.lax.dynamic_update_slice_in_dim(out, advantages, start, 0)
 
 
 def episode_loop(kind: str, tape: dict[str, jax.Array], done_host: tuple[np.ndarray, np.ndarray], num_episodes: int | None):
@@ -191,14 +191,14 @@ def episode_loop(kind: str, tape: dict[str, jax.Array], done_host: tuple[np.ndar
     if num_episodes is not None:
         begins, lengths = begins[:num_episodes], lengths[:num_episodes]
     out = jnp.zeros_like(tape["reward"])
-    for begin, length in zip(begins.tolist(), lengths.tolist()):
+    for start, length in zip(begins.tolist(), lengths.tolist()):
         if kind == "return":
             out = _episode_return(
-                out, tape["reward"], tape["next_value"], tape["terminated"], begin, GAMMA, length=length
+                out, tape["reward"], tape["next_value"], tape["terminated"], start, GAMMA, length=length
             )
         else:
             out = _episode_gae(
-                out, tape["reward"], tape["value"], tape["next_value"], tape["terminated"], begin, GAMMA, LAM,
+                out, tape["reward"], tape["value"], tape["next_value"], tape["terminated"], start, GAMMA, LAM,
                 length=length,
             )
     return out
@@ -328,7 +328,7 @@ def forced_scan_method(method: str | None) -> Iterator[list[str]]:
 
 
 def episode_starts(seed: int, length: int, mean_episode: int) -> np.ndarray:
-    """``start[length]`` begin flags of a random episode tape: the step after each episode end, and step 0."""
+    """``start[length]`` start flags of a random episode tape: the step after each episode end, and step 0."""
     tape = random_episode_tape(seed, length, mean_episode)
     start = np.roll(tape["terminated"] | tape["truncated"], 1)
     start[0] = True
@@ -372,9 +372,9 @@ def bench_models(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "auto": method is None or method == auto,
                 }
                 with forced_scan_method(method):  # the method is fixed when the function is traced
-                    begin = time.perf_counter()
+                    tic = time.perf_counter()
                     grad = jax.jit(jax.grad(loss)).lower(params, x, start).compile()
-                    row["compile_backward_s"] = time.perf_counter() - begin
+                    row["compile_backward_s"] = time.perf_counter() - tic
                     if args.forward:
                         fwd = jax.jit(forward).lower(params, x, start).compile()
                 stats = grad.memory_analysis()

@@ -48,7 +48,7 @@ class PerTapeSplitReplay(TapeReplay):
     """The previous TBB sampling (baseline only): ``batch_size // k`` transitions from each of the ``k`` tapes."""
 
     def sample_stacked(self, states, key, batch_size):
-        count = states.begin.shape[0]
+        count = states.start.shape[0]
         keys = jax.random.split(key, count)
         share = jax.vmap(lambda state, k: TapeReplay.sample_stacked(self, jax.tree.map(lambda x: x[None], state), k,
                                                                     batch_size // count))(states, keys)

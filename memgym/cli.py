@@ -151,10 +151,10 @@ def cmd_play(args: argparse.Namespace) -> int:
 # memgym demo
 
 
-def scripted_tmaze_policy(obs: np.ndarray, begin: bool, memory: int, at_junction: bool) -> tuple[int, int]:
+def scripted_tmaze_policy(obs: np.ndarray, start: bool, memory: int, at_junction: bool) -> tuple[int, int]:
     """The optimal T-Maze policy: remember the cue, go up, turn to the cued side.
     Returns ``(action, memory)``; ``memory`` holds the goal side (0 left, 1 right)."""
-    if begin:
+    if start:
         memory = 1 if obs[0] == 1.0 else 0
     if at_junction:
         return 2 + memory, memory
@@ -172,15 +172,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         successes, returns, lengths = 0, [], []
         for episode in range(args.episodes):
             obs, _ = env.reset(seed=args.seed + episode)
-            begin, memory, done, total, steps = True, 0, False, 0.0, 0
+            start, memory, done, total, steps = True, 0, False, 0.0, 0
             while not done:
                 if name == "scripted":
                     at_junction = env.position == env.corridor_length - 1
-                    action, memory = scripted_tmaze_policy(obs, begin, memory, at_junction)
+                    action, memory = scripted_tmaze_policy(obs, start, memory, at_junction)
                 else:
                     action = int(rng.integers(4))
                 obs, reward, terminated, truncated, info = env.step(action)
-                begin, done = False, terminated or truncated
+                start, done = False, terminated or truncated
                 total += reward
                 steps += 1
             successes += int(info["success"])
@@ -217,7 +217,8 @@ def _bounded(flag: str) -> Callable[[str], int | float]:
     anything else is refused with the flag, the value and the range, before anything runs."""
 
     def parse(text: str) -> int | float:
-        from memgym.leaderboard.validation import LIMITS, check_number
+        from memgym.leaderboard.limits import LIMITS
+        from memgym.validation import check_number
 
         try:
             return check_number(flag, text, LIMITS[flag])
@@ -599,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
     train.set_defaults(func=cmd_train)
 
-    from memgym.leaderboard.validation import DEFAULT_STEP_TIMEOUT  # no JAX
+    from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT  # no JAX
 
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
                                                 "lengths; also popgym-repeat-previous)")
@@ -643,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps of the check (JAX tier)")
     chk.add_argument("--step-timeout", type=_bounded("--step-timeout"), default=DEFAULT_STEP_TIMEOUT,
                      metavar="SECONDS", help=f"wall-clock limit of each call into the agent (its factory, train, "
-                                             f"init_carry, act, observe; a JAX call's time includes its compilation); "
+                                             f"initialize_carry, act, observe; a JAX call's time includes its compilation); "
                                              f"default {DEFAULT_STEP_TIMEOUT:g}")
     chk.set_defaults(func=cmd_leaderboard_check)
     lst = board_sub.add_parser("list", help="registered agents, tracks and presets")

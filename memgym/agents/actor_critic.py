@@ -58,22 +58,22 @@ class ActorCriticTrainer(BaseTrainer):
 
     # --- acting ---------------------------------------------------------------------------
 
-    def policy(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array):
+    def policy(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array):
         """One stream, one step: ``(distrax.Categorical, value, carry)``."""
-        logits, value, carry = self.network.apply(params, obs[None], jnp.asarray(begin, bool)[None], carry)
+        logits, value, carry = self.network.apply(params, obs[None], jnp.asarray(start, bool)[None], carry)
         return distrax.Categorical(logits=logits[0]), value[0], carry
 
-    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array):
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array):
         """Sample an action for one stream: ``(action, carry)`` (vmap for a batch)."""
-        dist, _, carry = self.policy(params, carry, obs, begin)
+        dist, _, carry = self.policy(params, carry, obs, start)
         return dist.sample(seed=key), carry
 
     def init_learner(self, params: PyTree) -> PyTree:
         return self.optimizer.init(params)
 
-    def policy_step(self, params, carry, obs, begin, keys):
+    def policy_step(self, params, carry, obs, start, keys):
         """Sample from the actor; record the critic's ``value`` and the action's ``log_prob``."""
-        dist, value, carry = jax.vmap(self.policy, in_axes=(None, 0, 0, 0))(params, carry, obs, begin)
+        dist, value, carry = jax.vmap(self.policy, in_axes=(None, 0, 0, 0))(params, carry, obs, start)
         action = dist.sample(seed=keys[0])
         return action, carry, dict(value=value, log_prob=dist.log_prob(action))
 
@@ -86,15 +86,15 @@ class ActorCriticTrainer(BaseTrainer):
 
     # --- learning -------------------------------------------------------------------------
 
-    def replay(self, params: PyTree, obs: jax.Array, begin: jax.Array, carry: PyTree):
+    def replay(self, params: PyTree, obs: jax.Array, start: jax.Array, carry: PyTree):
         """Logits and values of ``[N, T]`` streams replayed from ``carry[N]``."""
-        logits, value, _ = jax.vmap(self.network.apply, in_axes=(None, 0, 0, 0))(params, obs, begin, carry)
+        logits, value, _ = jax.vmap(self.network.apply, in_axes=(None, 0, 0, 0))(params, obs, start, carry)
         return logits, value
 
     def a2c_loss(self, params: PyTree, rollout: Rollout):
         config = self.config
-        obs, begin = replay_inputs(rollout)
-        logits, values = self.replay(params, obs, begin, rollout.carry)
+        obs, start = replay_inputs(rollout)
+        logits, values = self.replay(params, obs, start, rollout.carry)
         adv, targets = advantages(rollout, jax.lax.stop_gradient(values), config.gamma, config.gae_lambda)
         dist = distrax.Categorical(logits=logits[:, :-1])
         policy_loss = -jnp.mean(dist.log_prob(rollout.action) * adv)
@@ -105,7 +105,7 @@ class ActorCriticTrainer(BaseTrainer):
 
     def ppo_loss(self, params: PyTree, batch: dict[str, jax.Array]):
         config = self.config
-        logits, values = self.replay(params, batch["obs"], batch["begin"], batch["carry"])
+        logits, values = self.replay(params, batch["obs"], batch["start"], batch["carry"])
         dist = distrax.Categorical(logits=logits)
         log_prob = dist.log_prob(batch["action"])
         adv = batch["advantage"]
@@ -129,9 +129,9 @@ class ActorCriticTrainer(BaseTrainer):
         """The :class:`~memgym.buffers.rollout.Rollout` of a trajectory collected up to ``state``."""
         steps = trajectory.steps
         return Rollout(
-            **{name: steps[name] for name in ("obs", "begin", "action", "reward", "terminated", "truncated",
+            **{name: steps[name] for name in ("obs", "start", "action", "reward", "terminated", "truncated",
                                               "value", "log_prob", "final_value")},
-            carry=trajectory.carry, next_obs=state.obs, next_begin=state.begin,
+            carry=trajectory.carry, next_obs=state.obs, next_start=state.start,
         )
 
     def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:
@@ -144,11 +144,11 @@ class ActorCriticTrainer(BaseTrainer):
             return state.replace(params=params, learner=opt_state), losses
 
         # PPO: advantages once per rollout, from the values of the policy that acted.
-        obs, begin = replay_inputs(rollout)
-        _, values = self.replay(state.params, obs, begin, rollout.carry)
+        obs, start = replay_inputs(rollout)
+        _, values = self.replay(state.params, obs, start, rollout.carry)
         adv, targets = advantages(rollout, values, config.gamma, config.gae_lambda)
         rows = dict(
-            obs=rollout.obs, begin=rollout.begin, action=rollout.action, log_prob=rollout.log_prob,
+            obs=rollout.obs, start=rollout.start, action=rollout.action, log_prob=rollout.log_prob,
             value=values[:, :-1], advantage=adv, target=targets,
         )
         if config.batching == "tape":
@@ -157,7 +157,7 @@ class ActorCriticTrainer(BaseTrainer):
             segments = config.num_envs * config.rollout_length // config.segment_length
             rows = jax.tree.map(lambda x: x.reshape((segments, config.segment_length) + x.shape[2:]), rows)
             rows["carry"] = broadcast(self.initialize_carry(), segments)
-        num_rows = rows["begin"].shape[0]
+        num_rows = rows["start"].shape[0]
 
         def epoch(carry, key):
             params, opt_state = carry

@@ -151,7 +151,7 @@ def _check_interval(config: Any, low: float, high: float, *names: str, include_l
 
 def _check_positive(config: Any, *names: str) -> None:
     """Integer fields >= 1 (:func:`memgym.memory.validation.check_positive`)."""
-    from memgym.memory.validation import check_positive
+    from memgym.validation import check_positive
 
     check_positive(**{name: getattr(config, name) for name in names})
 

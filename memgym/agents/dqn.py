@@ -15,7 +15,7 @@ target averaging ``φ ← β φ + (1 − β) θ`` with ``β = config.target_rate
 far and ``s'_t = M(o_0 … o_t, o'_t)`` that summary after also seeing the next
 observation ``o'_t`` (``next_obs``, the true one even where the episode ended,
 ``info["final_observation"]``). Alg. 1 writes ``s' ← M_φ(T_1 … T_B)``; running ``M`` over
-the ``next_obs`` column alone with the same begin flags would give
+the ``next_obs`` column alone with the same start flags would give
 ``M(o'_0 … o'_t) = M(o_1 … o_{t+1})``, which drops each episode's first
 observation (in the T-Maze, the cue). Within an episode ``o'_t = o_{t+1}``, so the
 stream ``o_0, o'_0, o'_1, …, o'_{n−1}`` is the episode's complete observation
@@ -34,11 +34,11 @@ truncated BPTT that defines SBB).
 
 **Collection.** ``num_envs`` environments act ε-greedily with the online network
 (:func:`epsilon_greedy`), one step at a time (``T = 1``), carrying their memory
-across updates (begin flags reset it). ε falls linearly from ``epsilon_start`` to
+across updates (start flags reset it). ε falls linearly from ``epsilon_start`` to
 ``epsilon_end`` over ``epsilon_fraction · total_steps`` environment steps. Each
 update collects ``steps_per_update`` steps per environment (the collectors of
 :mod:`memgym.agents.trainer`), appends them (``obs, action, reward, next_obs,
-terminated`` with begin flags) to that environment's own replay — one
+terminated`` with start flags) to that environment's own replay — one
 :class:`~memgym.buffers.tape.TapeReplay` per environment (§5.1, "one D, I per
 worker") of ``buffer_size // num_envs`` transitions, or one
 :class:`~memgym.buffers.segment.SegmentReplay` of ``(buffer_size // num_envs) //
@@ -77,7 +77,7 @@ from gymnax.environments.environment import Environment
 
 PyTree = Any
 
-#: Fields of a stored transition (with its begin flag beside it).
+#: Fields of a stored transition (with its start flag beside it).
 TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
 
@@ -102,23 +102,23 @@ def epsilon_greedy(keys: list[jax.Array], q: jax.Array, epsilon: jax.Array) -> j
     return jnp.where(explore, random_action, jnp.argmax(q, axis=-1)).astype(jnp.int32)
 
 
-def markov_tape(obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
+def markov_tape(obs: jax.Array, next_obs: jax.Array, start: jax.Array):
     """Lay a tape of ``n`` transitions out so one memory pass yields ``s_t`` and ``s'_t``.
 
-    Every episode fragment (a run of transitions starting at a begin flag, or at
+    Every episode fragment (a run of transitions starting at a start flag, or at
     position 0) becomes ``o_first, o'_0, o'_1, …`` (see the module docstring).
 
     Args:
         obs, next_obs: ``[n, ...]`` observations and next observations.
-        begin: ``[n]`` episode-start flags (position 0 is treated as a start).
+        start: ``[n]`` episode-start flags (position 0 is treated as a start).
 
     Returns:
-        ``(tape_obs[2n, ...], tape_begin[2n], state_index[n], next_index[n])``: run the
-        memory over ``tape_obs`` with ``tape_begin`` from a fresh carry; its output at
+        ``(tape_obs[2n, ...], tape_start[2n], state_index[n], next_index[n])``: run the
+        memory over ``tape_obs`` with ``tape_start`` from a fresh carry; its output at
         ``state_index[t]`` is ``s_t`` and at ``next_index[t]`` is ``s'_t``.
     """
-    n = begin.shape[0]
-    start = jnp.asarray(begin, bool).at[0].set(True)
+    n = start.shape[0]
+    start = jnp.asarray(start, bool).at[0].set(True)
     fragments = jnp.cumsum(start)  # fragments begun at or before t
     next_index = jnp.arange(n) + fragments  # o'_t sits after t + 1 earlier slots of its fragment
     state_index = next_index - 1
@@ -126,8 +126,8 @@ def markov_tape(obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
     tape_obs = jnp.zeros((2 * n,) + obs.shape[1:], obs.dtype)
     tape_obs = tape_obs.at[next_index].set(next_obs).at[first].set(obs, mode="drop")
     used = n + fragments[-1]
-    tape_begin = jnp.zeros(2 * n, bool).at[first].set(True, mode="drop") | (jnp.arange(2 * n) >= used)
-    return tape_obs, tape_begin, state_index, next_index
+    tape_start = jnp.zeros(2 * n, bool).at[first].set(True, mode="drop") | (jnp.arange(2 * n) >= used)
+    return tape_obs, tape_start, state_index, next_index
 
 
 class DQNTrainer(BaseTrainer):
@@ -148,14 +148,14 @@ class DQNTrainer(BaseTrainer):
 
     # --- acting ---------------------------------------------------------------------------
 
-    def q_values(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array):
+    def q_values(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array):
         """One stream, one step: ``(q[A], carry)``."""
-        q, carry = self.network.apply(params, obs[None], jnp.asarray(begin, bool)[None], carry)
+        q, carry = self.network.apply(params, obs[None], jnp.asarray(start, bool)[None], carry)
         return q[0], carry
 
-    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array | None = None):
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array | None = None):
         """Greedy action of one stream (evaluation): ``(action, carry)``; ``key`` is unused."""
-        q, carry = self.q_values(params, carry, obs, begin)
+        q, carry = self.q_values(params, carry, obs, start)
         return jnp.argmax(q), carry
 
     def epsilon(self, env_steps: jax.Array) -> jax.Array:
@@ -169,10 +169,10 @@ class DQNTrainer(BaseTrainer):
         epsilon = self.epsilon(self.env_steps(state.update))
         return (state.params, epsilon), dict(epsilon=epsilon)
 
-    def policy_step(self, acting, carry, obs, begin, keys):
+    def policy_step(self, acting, carry, obs, start, keys):
         """ε-greedy on the online network's Q values; nothing extra to record."""
         params, epsilon = acting
-        q, carry = jax.vmap(self.q_values, in_axes=(None, 0, 0, 0))(params, carry, obs, begin)
+        q, carry = jax.vmap(self.q_values, in_axes=(None, 0, 0, 0))(params, carry, obs, start)
         return epsilon_greedy(keys, q, epsilon), carry, {}
 
     # --- learning -------------------------------------------------------------------------
@@ -193,16 +193,16 @@ class DQNTrainer(BaseTrainer):
         ready = jnp.all(jax.vmap(self.replay.can_sample)(state.learner.replay))
         return (self.env_steps(state.update) >= self.config.learning_starts) & ready
 
-    def markov_q(self, params: PyTree, obs: jax.Array, next_obs: jax.Array, begin: jax.Array):
+    def markov_q(self, params: PyTree, obs: jax.Array, next_obs: jax.Array, start: jax.Array):
         """``(Q(s_t)[n, A], Q(s'_t)[n, A])`` of one tape, replayed from a fresh carry (:func:`markov_tape`)."""
-        tape_obs, tape_begin, state_index, next_index = markov_tape(obs, next_obs, begin)
-        q, _ = self.network.apply(params, tape_obs, tape_begin, self.initialize_carry())
+        tape_obs, tape_start, state_index, next_index = markov_tape(obs, next_obs, start)
+        q, _ = self.network.apply(params, tape_obs, tape_start, self.initialize_carry())
         return q[state_index], q[next_index]
 
-    def td_errors(self, params: PyTree, target_params: PyTree, data: dict[str, jax.Array], begin: jax.Array):
+    def td_errors(self, params: PyTree, target_params: PyTree, data: dict[str, jax.Array], start: jax.Array):
         """TD errors ``Q_θ(s_t, a_t) − y_t`` and ``Q_θ(s_t, a_t)`` of one tape (double DQN target)."""
-        q, q_next_online = self.markov_q(params, data["obs"], data["next_obs"], begin)
-        _, q_next_target = self.markov_q(target_params, data["obs"], data["next_obs"], begin)
+        q, q_next_online = self.markov_q(params, data["obs"], data["next_obs"], start)
+        _, q_next_target = self.markov_q(target_params, data["obs"], data["next_obs"], start)
         q_taken = jnp.take_along_axis(q, data["action"][:, None], axis=-1)[:, 0]
         next_action = jnp.argmax(jax.lax.stop_gradient(q_next_online), axis=-1)
         next_value = jnp.take_along_axis(q_next_target, next_action[:, None], axis=-1)[:, 0]
@@ -215,7 +215,7 @@ class DQNTrainer(BaseTrainer):
         td_errors = self.td_errors
         if self.config.batching == "segment":
             td_errors = jax.vmap(td_errors, in_axes=(None, None, 0, 0))
-        td, q_taken = td_errors(params, target_params, batch.data, batch.begin)
+        td, q_taken = td_errors(params, target_params, batch.data, batch.start)
         weight = batch.mask.astype(jnp.float32)
         count = jnp.maximum(weight.sum(), 1.0)
         loss = jnp.sum(weight * optax.huber_loss(td, delta=1.0)) / count
@@ -237,7 +237,7 @@ class DQNTrainer(BaseTrainer):
         """Append the steps to the replays, then one gradient step if past ``learning_starts``."""
         steps = trajectory.steps
         transitions = {name: steps[name] for name in TRANSITION_FIELDS}
-        replay = jax.vmap(self.replay.add)(state.learner.replay, transitions, steps["begin"])
+        replay = jax.vmap(self.replay.add)(state.learner.replay, transitions, steps["start"])
         key, key_sample = jax.random.split(state.key)
         state = state.replace(key=key, learner=state.learner.replace(replay=replay))
         learning = self.can_learn(state)

@@ -6,7 +6,7 @@ jitted, once per vector step) and learning (the trainer's jitted
 :meth:`~memgym.agents.trainer.BaseTrainer.learn_update`) stay compiled.
 
 * :class:`HostAgent` is a trainer behind the leaderboard's any-framework
-  protocol (``act(obs, begin)`` / ``observe(action, reward, next_obs,
+  protocol (``act(obs, start)`` / ``observe(action, reward, next_obs,
   terminated, truncated)``, see :mod:`memgym.leaderboard.protocol`): whoever
   steps the environments calls it, and it learns every ``steps_per_update``
   steps. It records every step exactly like the functional collector
@@ -60,14 +60,14 @@ class HostAgent:
         self.layout = ObservationLayout(observation_space)
         self.num_envs = trainer.config.num_envs
 
-        def policy(acting, carry, obs, begin, key):
+        def policy(acting, carry, obs, start, key):
             key, policy_keys, _ = trainer.step_keys(key)  # the host env draws its own randomness
-            action, carry, fields = trainer.policy_step(acting, carry, obs, begin, policy_keys)
+            action, carry, fields = trainer.policy_step(acting, carry, obs, start, policy_keys)
             return key, action, carry, fields
 
-        def evaluate(params, carry, obs, begin, key):
+        def evaluate(params, carry, obs, start, key):
             keys = jax.random.split(key, obs.shape[0] + 1)
-            action, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, 0))(params, carry, obs, begin, keys[1:])
+            action, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, 0))(params, carry, obs, start, keys[1:])
             return keys[0], action, carry
 
         self._policy = jax.jit(policy)
@@ -81,7 +81,7 @@ class HostAgent:
         self._acting: Any = None
         self._acting_metrics: dict[str, Any] = {}
         self._segment_carry: Any = None
-        self._pending: tuple | None = None  # (obs, begin, action, fields, next carry) of the step acted on
+        self._pending: tuple | None = None  # (obs, start, action, fields, next carry) of the step acted on
         self._eval: tuple | None = None  # (carry, key) of the evaluation policy
 
     @classmethod
@@ -98,26 +98,26 @@ class HostAgent:
         """Whether the training budget is spent (:meth:`act` then uses the evaluation policy)."""
         return self.total_steps is not None and self.steps >= self.total_steps
 
-    def start(self, obs: Any) -> None:
+    def new_run(self, obs: Any) -> None:
         """A fresh run whose environments were reset to ``obs`` (``[num_envs, ...]``)."""
         key, key_params, _ = jax.random.split(jax.random.key(self._seed), 3)  # as Trainer.init
-        self.state = self.trainer.start(key, key_params, jnp.asarray(self.layout.flatten(obs)))
+        self.state = self.trainer.state_after_reset(key, key_params, jnp.asarray(self.layout.flatten(obs)))
 
     # --- the any-framework protocol ------------------------------------------------------------------
 
-    def act(self, obs: Any, begin: np.ndarray) -> np.ndarray:
-        """Actions ``[N]`` for observations ``[N, ...]`` (``begin``: an episode's first observation)."""
-        flat, begin = jnp.asarray(self.layout.flatten(obs)), jnp.asarray(begin, bool)
+    def act(self, obs: Any, start: np.ndarray) -> np.ndarray:
+        """Actions ``[N]`` for observations ``[N, ...]`` (``start``: an episode's first observation)."""
+        flat, start = jnp.asarray(self.layout.flatten(obs)), jnp.asarray(start, bool)
         if self.state is None:
-            self.start(obs)
+            self.new_run(obs)
         if self.evaluating:
             if self._eval is None or jax.tree.leaves(self._eval[0])[0].shape[0] != flat.shape[0]:
                 self._eval = (broadcast(self.trainer.initialize_carry(), flat.shape[0]), jax.random.key(self._seed + 1))
             carry, key = self._eval
-            key, action, carry = self._evaluate(self.state.params, carry, flat, begin, key)
+            key, action, carry = self._evaluate(self.state.params, carry, flat, start, key)
             self._eval = (carry, key)
             return np.asarray(action)
-        return np.asarray(self.step(flat, begin))
+        return np.asarray(self.step(flat, start))
 
     def observe(self, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> dict | None:
         """Record the step (``next_obs``: the true next observation, the last one where an episode ended)
@@ -131,7 +131,7 @@ class HostAgent:
 
     # --- the pieces ------------------------------------------------------------------------------------
 
-    def step(self, obs: jax.Array, begin: jax.Array) -> jax.Array:
+    def step(self, obs: jax.Array, start: jax.Array) -> jax.Array:
         """The training policy on flattened ``obs``; the step waits for :meth:`record`."""
         if self._pending is not None:
             raise RuntimeError("act was called twice without observe in between")
@@ -140,20 +140,20 @@ class HostAgent:
             if self._acting is None:
                 self._acting, self._acting_metrics = self.trainer.acting(state)
             self._segment_carry = state.carry
-        key, action, next_carry, fields = self._policy(self._acting, state.carry, obs, begin, state.key)
-        self.state = state.replace(obs=obs, begin=begin, key=key)
-        self._pending = (obs, begin, action, fields, next_carry)
+        key, action, next_carry, fields = self._policy(self._acting, state.carry, obs, start, state.key)
+        self.state = state.replace(obs=obs, start=start, key=key)
+        self._pending = (obs, start, action, fields, next_carry)
         return action
 
     def record(self, reward: Any, next_obs: np.ndarray, terminated: Any, truncated: Any) -> None:
         """Store the pending step with its outcome (``next_obs`` flattened, the true next observation)."""
         if self._pending is None:
             raise RuntimeError("observe was called without act before it")
-        obs, begin, action, fields, next_carry = self._pending
+        obs, start, action, fields, next_carry = self._pending
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         cut = jnp.asarray(truncated & ~terminated)
         fields = dict(fields, **self._bootstrap(self._acting, next_carry, jnp.asarray(next_obs), cut))
-        self._records.append(dict(obs=obs, begin=begin, action=action, reward=np.asarray(reward),
+        self._records.append(dict(obs=obs, start=start, action=action, reward=np.asarray(reward),
                                   terminated=terminated, truncated=truncated, next_obs=next_obs, **fields))
         self.state = self.state.replace(carry=next_carry)
         self._pending = None
@@ -198,7 +198,7 @@ class HostLoop:
         self.trainer, self.envs = trainer, envs
         self.agent = HostAgent(trainer, envs.single_observation_space, seed=seed)
         self._obs, _ = envs.reset(seed=seed)  # the envs reset themselves
-        self.agent.start(self._obs)
+        self.agent.new_run(self._obs)
         self.episode_return = np.zeros(config.num_envs)
         self.episode_length = np.zeros(config.num_envs, int)
 
@@ -235,9 +235,9 @@ class HostLoop:
         """Step the envs ``steps_per_update`` times with the agent recording; the finished episodes' sums."""
         agent, layout, num_envs = self.agent, self.agent.layout, self.trainer.config.num_envs
         stats: dict[str, Any] = dict(episodes=0, successes=0, return_sum=0.0, length_sum=0)
-        begin = np.asarray(agent.state.begin)
+        start = np.asarray(agent.state.start)
         for _ in range(self.trainer.config.steps_per_update):
-            action = agent.step(jnp.asarray(layout.flatten(self._obs)), jnp.asarray(begin))
+            action = agent.step(jnp.asarray(layout.flatten(self._obs)), jnp.asarray(start))
             self._obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
             done = terminated | truncated
             final_obs = layout.flatten(self._obs).copy()  # the true next observation, also where an episode ended
@@ -250,6 +250,6 @@ class HostLoop:
             )
             for name, total in episode_sums(episode).items():
                 stats[name] += total.item()
-            begin = done
-        agent.state = agent.state.replace(obs=jnp.asarray(layout.flatten(self._obs)), begin=jnp.asarray(begin))
+            start = done
+        agent.state = agent.state.replace(obs=jnp.asarray(layout.flatten(self._obs)), start=jnp.asarray(start))
         return stats

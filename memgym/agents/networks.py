@@ -6,7 +6,7 @@ Heads use orthogonal initialisation (gain √2 for hidden layers, 0.01 for the
 policy logits, 1 for the value), the usual A2C/PPO choice.
 
 Observations pass an :class:`~memgym.agents.encoders.ObservationEncoder` first
-(a ResNet when they hold an image). Both networks take one stream — ``obs[T, O]``, ``begin[T]``, a memory carry — and
+(a ResNet when they hold an image). Both networks take one stream — ``obs[T, O]``, ``start[T]``, a memory carry — and
 batch with ``jax.vmap``; ``T = 1`` acts, a tape replays.
 """
 
@@ -39,7 +39,7 @@ def mlp(width: int, layers: int, out: int, out_gain: float, name: str) -> nn.Mod
 
 
 class ActorCritic(nn.Module):
-    """``(obs[T, O], begin[T], carry) -> (logits[T, A], value[T], carry)``."""
+    """``(obs[T, O], start[T], carry) -> (logits[T, A], value[T], carry)``."""
 
     memory_name: str
     memory_config: tuple[tuple[str, Any], ...]
@@ -52,10 +52,10 @@ class ActorCritic(nn.Module):
         return memory_carry(self.memory_name, self.memory_config)
 
     @nn.compact
-    def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, jax.Array, Carry]:
+    def __call__(self, obs: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, jax.Array, Carry]:
         inputs = ObservationEncoder(self.image_shape, name="encoder")(obs)
         features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
-            inputs, begin, carry
+            inputs, start, carry
         )
         logits = mlp(self.head_width, self.head_layers, self.num_actions, 0.01, "actor")(features)
         value = mlp(self.head_width, self.head_layers, 1, 1.0, "critic")(features)[:, 0]
@@ -63,7 +63,7 @@ class ActorCritic(nn.Module):
 
 
 class DuelingQNetwork(nn.Module):
-    """``(obs[T, O], begin[T], carry) -> (q[T, A], carry)`` with ``Q = V + A − mean(A)`` (Wang et al. 2016)."""
+    """``(obs[T, O], start[T], carry) -> (q[T, A], carry)`` with ``Q = V + A − mean(A)`` (Wang et al. 2016)."""
 
     memory_name: str
     memory_config: tuple[tuple[str, Any], ...]
@@ -75,10 +75,10 @@ class DuelingQNetwork(nn.Module):
         return memory_carry(self.memory_name, self.memory_config)
 
     @nn.compact
-    def __call__(self, obs: jax.Array, begin: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+    def __call__(self, obs: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
         inputs = ObservationEncoder(self.image_shape, name="encoder")(obs)
         features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
-            inputs, begin, carry
+            inputs, start, carry
         )
         value = mlp(self.head_width, 1, 1, 1.0, "value")(features)
         advantage = mlp(self.head_width, 1, self.num_actions, 1.0, "advantage")(features)

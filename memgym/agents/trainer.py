@@ -13,7 +13,7 @@ All three are pure, so ``jax.jit(jax.vmap(trainer.train))`` trains many seeds an
 environment params (e.g. T-Maze corridor lengths, a traced field) in one compiled
 call, and ``jax.jit(trainer.run, static_argnums=2)`` continues a run in chunks.
 For evaluation and the leaderboard a trainer also acts one stream at a time
-(``initialize_carry()``, ``act(params, carry, obs, begin, key)``).
+(``initialize_carry()``, ``act(params, carry, obs, start, key)``).
 
 :class:`BaseTrainer` implements all of that once. An algorithm subclasses it and
 writes only
@@ -21,7 +21,7 @@ writes only
 * its networks and optimiser (in ``__init__``, from ``self.spec``) and its
   evaluation policy :meth:`~BaseTrainer.act`,
 * :meth:`~BaseTrainer.init_learner` — what its learning step carries besides the parameters,
-* :meth:`~BaseTrainer.policy_step` — how it acts from ``(acting, carry, obs, begin, keys)``
+* :meth:`~BaseTrainer.policy_step` — how it acts from ``(acting, carry, obs, start, keys)``
   for a batch of environments, returning the action, the next carry and the record
   fields it needs stored (A2C: ``value``, ``log_prob``),
 * :meth:`~BaseTrainer.learn` — its learning step on the collected :class:`Trajectory`,
@@ -31,7 +31,7 @@ update; DQN adds ε) and :meth:`~BaseTrainer.bootstrap` (record fields computed 
 the observation a time limit cut an episode at; A2C's ``final_value``).
 
 **Collectors.** Experience is collected in exactly two places, both producing
-the same per-step record — ``obs``, ``begin``, ``action``, ``reward``,
+the same per-step record — ``obs``, ``start``, ``action``, ``reward``,
 ``terminated``, ``truncated``, ``next_obs`` (the true next observation, also where
 the episode ended) plus the algorithm's fields — as ``[E, T]`` arrays in a
 :class:`Trajectory`:
@@ -64,7 +64,7 @@ from memgym.memory.batching import any_in_batch
 PyTree = Any
 
 #: Fields every per-step record has (``[E, T, ...]`` in a :class:`Trajectory`).
-RECORD_FIELDS = ("obs", "begin", "action", "reward", "terminated", "truncated", "next_obs")
+RECORD_FIELDS = ("obs", "start", "action", "reward", "terminated", "truncated", "next_obs")
 
 
 @struct.dataclass
@@ -79,7 +79,7 @@ class TrainState:
             :class:`~memgym.envs.functional.EpisodeStatisticsState` around the state of
             the environment the trainer was given; None in a host loop (the vector env
             holds its state).
-        obs, begin: the observation each environment acts on next, and whether it
+        obs, start: the observation each environment acts on next, and whether it
             is an episode's first.
         carry: each environment's memory carry before ``obs``.
         key: PRNG key of the run.
@@ -90,7 +90,7 @@ class TrainState:
     learner: PyTree
     wrapped_env_state: PyTree
     obs: jax.Array
-    begin: jax.Array
+    start: jax.Array
     carry: PyTree
     key: jax.Array
     update: jax.Array
@@ -109,7 +109,7 @@ class Trajectory:
         steps: per-step records, ``[E, T, ...]`` (:data:`RECORD_FIELDS` plus the algorithm's).
         carry: each environment's memory carry before ``steps["obs"][:, 0]`` (leaves ``[E, ...]``).
 
-    The observation after the last step is the state's ``obs``/``begin`` after collection.
+    The observation after the last step is the state's ``obs``/``start`` after collection.
     """
 
     steps: dict[str, jax.Array]
@@ -131,7 +131,7 @@ class Trainer(Protocol):
 
     def initialize_carry(self) -> PyTree: ...
 
-    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array): ...
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array): ...
 
 
 def broadcast(tree: PyTree, n: int) -> PyTree:
@@ -153,7 +153,7 @@ class BaseTrainer:
             params); the trainer is not bound to them.
 
     Subclasses set ``self.network`` (a flax module with ``initialize_carry()`` and
-    ``apply(params, obs[T, O], begin[T], carry)``) in ``__init__``.
+    ``apply(params, obs[T, O], start[T], carry)``) in ``__init__``.
     """
 
     #: PRNG keys :meth:`policy_step` draws per step.
@@ -179,9 +179,9 @@ class BaseTrainer:
         """What :meth:`policy_step` acts with during the next update, and metrics describing it."""
         return state.params, {}
 
-    def policy_step(self, acting: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array,
+    def policy_step(self, acting: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array,
                     keys: list[jax.Array]) -> tuple[jax.Array, PyTree, dict[str, jax.Array]]:
-        """Act in every environment (``carry``, ``obs``, ``begin`` are ``[E, ...]``) with :attr:`action_keys` keys.
+        """Act in every environment (``carry``, ``obs``, ``start`` are ``[E, ...]``) with :attr:`action_keys` keys.
 
         Returns ``(action[E], next carry, record fields [E, ...] to store for learning)``.
         """
@@ -219,7 +219,7 @@ class BaseTrainer:
         """The learning step on a collected trajectory (``state.update`` already counts this update)."""
         raise NotImplementedError
 
-    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, begin: jax.Array, key: jax.Array):
+    def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array):
         """The evaluation policy of one stream, one step: ``(action, carry)`` (vmap for a batch)."""
         raise NotImplementedError
 
@@ -244,9 +244,9 @@ class BaseTrainer:
         reset = jax.vmap(self._functional_env().reset, in_axes=(0, None))
         key, key_params, key_reset = jax.random.split(key, 3)
         obs, env_state = reset(jax.random.split(key_reset, self.config.num_envs), env_params)
-        return self.start(key, key_params, obs, env_state)
+        return self.state_after_reset(key, key_params, obs, env_state)
 
-    def start(self, key: jax.Array, key_params: jax.Array, obs: jax.Array, env_state: PyTree = None) -> TrainState:
+    def state_after_reset(self, key: jax.Array, key_params: jax.Array, obs: jax.Array, env_state: PyTree = None) -> TrainState:
         """The state of a fresh run whose environments were reset to ``obs`` (and ``env_state``)."""
         params = self.init_params(key_params)
         num_envs = self.config.num_envs
@@ -255,7 +255,7 @@ class BaseTrainer:
             learner=self.init_learner(params),
             wrapped_env_state=env_state,
             obs=obs,
-            begin=jnp.ones(num_envs, bool),
+            start=jnp.ones(num_envs, bool),
             carry=broadcast(self.initialize_carry(), num_envs),
             key=key,
             update=jnp.zeros((), jnp.int32),
@@ -277,24 +277,24 @@ class BaseTrainer:
         step = jax.vmap(self._functional_env().step, in_axes=(0, 0, 0, None))
 
         def one_step(runner, _):
-            env_state, obs, begin, carry, key = runner
+            env_state, obs, start, carry, key = runner
             key, policy_keys, key_env = self.step_keys(key)
-            action, next_carry, fields = self.policy_step(acting, carry, obs, begin, policy_keys)
+            action, next_carry, fields = self.policy_step(acting, carry, obs, start, policy_keys)
             next_obs, env_state, reward, terminated, truncated, info = step(
                 jax.random.split(key_env, num_envs), env_state, action, env_params
             )
             fields.update(self.bootstrap_where_cut(acting, next_carry, info["final_observation"], truncated & ~terminated))
-            record = dict(obs=obs, begin=begin, action=action, reward=reward, terminated=terminated,
+            record = dict(obs=obs, start=start, action=action, reward=reward, terminated=terminated,
                           truncated=truncated, next_obs=info["final_observation"], **fields)
             return (env_state, next_obs, terminated | truncated, next_carry, key), (record, episode_sums(info))
 
-        start = (state.wrapped_env_state, state.obs, state.begin, state.carry, state.key)
-        (env_state, obs, begin, carry, key), (steps, stats) = jax.lax.scan(
-            one_step, start, None, self.config.steps_per_update
+        runner = (state.wrapped_env_state, state.obs, state.start, state.carry, state.key)
+        (env_state, obs, start, carry, key), (steps, stats) = jax.lax.scan(
+            one_step, runner, None, self.config.steps_per_update
         )
         steps = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), steps)  # [T, E] -> [E, T]
         trajectory = Trajectory(steps=steps, carry=state.carry)
-        state = state.replace(wrapped_env_state=env_state, obs=obs, begin=begin, carry=carry, key=key)
+        state = state.replace(wrapped_env_state=env_state, obs=obs, start=start, carry=carry, key=key)
         return state, trajectory, jax.tree.map(jnp.sum, stats)
 
     def learn_update(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:

@@ -241,7 +241,7 @@ def train_gymnasium(config: Any, env_id: str, out: str | os.PathLike, *, seed: i
         done = 0
         if resume and checkpoint.exists():
             state, done = load_checkpoint(checkpoint, loop.state)
-            loop.state = state.replace(begin=jnp.ones_like(state.begin))  # the envs were just reset
+            loop.state = state.replace(start=jnp.ones_like(state.start))  # the envs were just reset
             log(f"resuming {out} at update {done} (environments restart with new episodes)")
         total = config.num_updates
         per_chunk = max(1, total // chunks)

@@ -1,6 +1,6 @@
 """Buffers: on-policy rollouts (:mod:`.rollout`), TBB replay (:mod:`.tape`), SBB replay (:mod:`.segment`).
 
-``TapeReplay`` and ``SegmentReplay`` share ``init(example)``, ``add(state, transitions, begin)``,
+``TapeReplay`` and ``SegmentReplay`` share ``init(example)``, ``add(state, transitions, start)``,
 ``sample(state, key, batch_size)``, ``sample_stacked(states, key, batch_size)`` (one batch from
 several replays stacked by ``jax.vmap``, e.g. one per environment) and ``can_sample(state)``,
 so an agent picks one by config with :func:`make_replay` and never reads a replay's state.
@@ -21,7 +21,7 @@ def make_replay(kind: str, capacity: int, segment_length: int | None = None) -> 
     """
     from memgym.buffers.segment import SegmentReplay
     from memgym.buffers.tape import TapeReplay
-    from memgym.memory.validation import check_positive
+    from memgym.validation import check_positive
 
     check_positive(capacity=capacity)
     if kind == "tape":

@@ -31,17 +31,17 @@ class Rollout:
     """Transitions of ``E`` environments over ``T`` steps (leaves ``[E, T, ...]`` unless noted).
 
     Attributes:
-        obs: observation acted on; begin: True on an episode's first observation.
+        obs: observation acted on; start: True on an episode's first observation.
         action, reward, terminated, truncated: the transition's action and outcome.
         value, log_prob: critic value and action log-probability at acting time.
         final_value: ``V`` of the observation a *truncated* episode stopped at
             (its successor observation is the next episode's first); 0 elsewhere.
         carry: memory carry of each environment before ``obs[:, 0]`` (leaves ``[E, ...]``).
-        next_obs, next_begin: ``[E, ...]``, ``[E]`` — the observation after the last step.
+        next_obs, next_start: ``[E, ...]``, ``[E]`` — the observation after the last step.
     """
 
     obs: jax.Array
-    begin: jax.Array
+    start: jax.Array
     action: jax.Array
     reward: jax.Array
     terminated: jax.Array
@@ -51,23 +51,23 @@ class Rollout:
     final_value: jax.Array
     carry: PyTree
     next_obs: jax.Array
-    next_begin: jax.Array
+    next_start: jax.Array
 
     @property
     def shape(self) -> tuple[int, int]:
         """``(num_envs, T)``."""
-        return tuple(self.begin.shape)  # type: ignore[return-value]
+        return tuple(self.start.shape)  # type: ignore[return-value]
 
 
 def replay_inputs(rollout: Rollout) -> tuple[jax.Array, jax.Array]:
-    """Observations and begin flags ``[E, T + 1, ...]``: the rollout followed by ``next_obs``.
+    """Observations and start flags ``[E, T + 1, ...]``: the rollout followed by ``next_obs``.
 
     Replaying these from ``rollout.carry`` gives the values of every observation *and*
     the bootstrap value of the one after the rollout, in a single call.
     """
     obs = jnp.concatenate([rollout.obs, rollout.next_obs[:, None]], axis=1)
-    begin = jnp.concatenate([rollout.begin, rollout.next_begin[:, None]], axis=1)
-    return obs, begin
+    start = jnp.concatenate([rollout.start, rollout.next_start[:, None]], axis=1)
+    return obs, start
 
 
 def flatten(tree: PyTree) -> PyTree:

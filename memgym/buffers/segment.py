@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from memgym.buffers.tape import Batch, check_transitions, is_concrete
-from memgym.memory.validation import check_positive
+from memgym.validation import check_positive
 
 PyTree = Any
 
@@ -39,7 +39,7 @@ class SegmentState:
 
     Attributes:
         data: pytree of ``[capacity, L, ...]``.
-        begin: ``[capacity, L]`` bool, True where a transition starts an episode.
+        start: ``[capacity, L]`` bool, True where a transition starts an episode.
         mask: ``[capacity, L]`` bool, True on real transitions (eq. 25's ``m``).
         row: the row being filled; col: how many transitions it holds (0 … L).
         rows_used: rows ever started (the number of sampleable rows is ``min(capacity, rows_used)``).
@@ -47,7 +47,7 @@ class SegmentState:
     """
 
     data: PyTree
-    begin: jax.Array
+    start: jax.Array
     mask: jax.Array
     row: jax.Array
     col: jax.Array
@@ -81,30 +81,30 @@ class SegmentReplay:
         """Real (unpadded) transitions stored now: the ``True`` entries of ``state.mask``."""
         return jnp.sum(state.mask, dtype=jnp.int32)
 
-    def add(self, state: SegmentState, transitions: PyTree, begin: jax.Array) -> SegmentState:
-        """Split ``transitions[n]`` (begin flags ``begin[n]``) into the rows (eq. 23–27).
+    def add(self, state: SegmentState, transitions: PyTree, start: jax.Array) -> SegmentState:
+        """Split ``transitions[n]`` (start flags ``start[n]``) into the rows (eq. 23–27).
 
         Raises ``ValueError`` (always, also under ``jit``/``vmap``: these depend only on
-        shapes and dtypes) if ``begin`` is not a non-empty 1-D array, ``n > capacity``
+        shapes and dtypes) if ``start`` is not a non-empty 1-D array, ``n > capacity``
         (rows), or ``transitions`` differs from the stored data (the ``example`` given to
         :meth:`init`) in tree structure, in a leaf's shape (``[n, *example_shape]``) or
         in a leaf's dtype (same dtype after JAX's canonicalisation; weakly typed values
         that JAX promotes to the stored dtype are accepted).
         """
-        begin = jnp.asarray(begin, bool)
-        if begin.ndim != 1 or begin.shape[0] < 1:
-            raise ValueError(f"begin must be a non-empty 1-D array of flags, got shape {begin.shape}")
-        n, length = begin.shape[0], self.segment_length
+        start = jnp.asarray(start, bool)
+        if start.ndim != 1 or start.shape[0] < 1:
+            raise ValueError(f"start must be a non-empty 1-D array of flags, got shape {start.shape}")
+        n, length = start.shape[0], self.segment_length
         if n > self.capacity:
             raise ValueError(
                 f"cannot add {n} transitions at once to capacity={self.capacity} rows (they could open {n} rows)"
             )
         check_transitions(state.data, transitions, n, stored_axes=2)
 
-        # Steps since the fragment's anchor: the last begin flag, or (continuing the episode of
+        # Steps since the fragment's anchor: the last start flag, or (continuing the episode of
         # the row being filled) a virtual anchor ``col`` steps before this call.
         t = jnp.arange(n)
-        anchor = jax.lax.cummax(jnp.where(begin, t, -state.col - 1))
+        anchor = jax.lax.cummax(jnp.where(start, t, -state.col - 1))
         anchor = jnp.where(anchor < 0, -state.col, anchor)
         since = t - anchor
         col = since % length
@@ -114,12 +114,12 @@ class SegmentReplay:
         # Clear each opened row, then write the transitions into their cells.
         cleared = jnp.where(opens, row, self.capacity)  # out of bounds: no-op
         data = jax.tree.map(lambda d: d.at[cleared].set(jnp.zeros((), d.dtype), mode="drop"), state.data)
-        begin_rows = state.begin.at[cleared].set(False, mode="drop")
+        start_rows = state.start.at[cleared].set(False, mode="drop")
         mask_rows = state.mask.at[cleared].set(False, mode="drop")
         data = jax.tree.map(lambda d, x: d.at[row, col].set(jnp.asarray(x, d.dtype)), data, transitions)
         return SegmentState(
             data=data,
-            begin=begin_rows.at[row, col].set(begin),
+            start=start_rows.at[row, col].set(start),
             mask=mask_rows.at[row, col].set(True),
             row=row[-1].astype(jnp.int32),
             col=(col[-1] + 1).astype(jnp.int32),
@@ -152,7 +152,7 @@ class SegmentReplay:
         available = jnp.maximum(jnp.minimum(state.rows_used, self.capacity), 1)
         rows = jax.random.randint(key, (batch_size // self.segment_length,), 0, available)
         return Batch(
-            data=jax.tree.map(lambda x: x[rows], state.data), begin=state.begin[rows], mask=state.mask[rows]
+            data=jax.tree.map(lambda x: x[rows], state.data), start=state.start[rows], mask=state.mask[rows]
         )
 
     def sample_stacked(self, states: SegmentState, key: jax.Array, batch_size: int) -> Batch:
@@ -165,13 +165,13 @@ class SegmentReplay:
         above the real transitions stored in all replays together raises ``ValueError``;
         under ``jit`` rows repeat (see :meth:`sample`).
         """
-        if states.begin.ndim != 3:
+        if states.start.ndim != 3:
             raise ValueError("sample_stacked needs stacked SegmentStates (leading axis: one replay each)")
         self._check_batch_size(batch_size)
         if is_concrete(states.mask) and batch_size > int(jnp.sum(states.mask)):
             raise ValueError(
                 f"batch_size={batch_size} exceeds the {int(jnp.sum(states.mask))} stored transitions "
-                f"of the {states.begin.shape[0]} replays (real transitions, padding not counted)"
+                f"of the {states.start.shape[0]} replays (real transitions, padding not counted)"
             )
         rows = jnp.minimum(states.rows_used, self.capacity)  # sampleable rows of each replay
         ends = jnp.cumsum(rows)
@@ -179,7 +179,7 @@ class SegmentReplay:
         replay = jnp.searchsorted(ends, drawn, side="right")
         row = drawn - (ends[replay] - rows[replay])
         take = lambda x: x[replay, row]  # noqa: E731
-        return Batch(data=jax.tree.map(take, states.data), begin=take(states.begin), mask=take(states.mask))
+        return Batch(data=jax.tree.map(take, states.data), start=take(states.start), mask=take(states.mask))
 
     def _check_batch_size(self, batch_size: int) -> None:
         check_positive(batch_size=batch_size)

@@ -1,13 +1,13 @@
 """Tape-based batching (TBB) replay: one ordered tape of transitions (monoid paper §5, App. G).
 
 The tape ``D`` keeps transitions in the order they were collected, each with a
-begin flag (True at an episode's first transition). Storage is a ring of fixed
+start flag (True at an episode's first transition). Storage is a ring of fixed
 ``capacity`` so every shape is static and :meth:`TapeReplay.add` and
 :meth:`TapeReplay.sample` jit and vmap.
 
 The paper's episode index ``I`` (where each stored episode begins) is kept
 explicitly next to the tape, so neither ``add`` nor ``sample`` has to scan the
-begin flags of the whole ring:
+start flags of the whole ring:
 
 * ``TapeState.starts`` is a second ring of ``capacity`` slots holding the *data
   ring position* of each stored episode's first transition, oldest first from
@@ -35,7 +35,7 @@ O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
   episode (a rollout that starts mid-episode into an empty tape, or the
   continuation of an episode longer than the whole tape) are dropped at once
   rather than kept unreachable: the head of the tape is always an episode start.
-  The begin flags of the added chunk append their positions to the index. An
+  The start flags of the added chunk append their positions to the index. An
   episode that does not fit in the tape is an error when ``add`` runs eagerly;
   under ``jit`` it cannot be, and its continuation is dropped and counted in
   ``TapeState.dropped`` (see :meth:`TapeReplay.add`).
@@ -65,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from memgym.memory.validation import check_positive
+from memgym.validation import check_positive
 
 PyTree = Any
 
@@ -125,7 +125,7 @@ def check_transitions(data: PyTree, transitions: PyTree, n: int, stored_axes: in
         shape = tuple(np.shape(leaf))
         if shape != expected_shape:
             raise ValueError(
-                f"{name}: expected shape {expected_shape} (n = len(begin) = {n} transitions of trailing shape "
+                f"{name}: expected shape {expected_shape} (n = len(start) = {n} transitions of trailing shape "
                 f"{expected_shape[1:]} as stored), got shape {shape}"
             )
         if not _dtype_matches(leaf, stored.dtype):
@@ -140,7 +140,7 @@ class TapeState:
 
     Attributes:
         data: pytree of ``[capacity, ...]`` transitions.
-        begin: ``[capacity]`` bool begin flags (True at each episode's first transition).
+        start: ``[capacity]`` bool start flags (True at each episode's first transition).
         head: ring index of the oldest stored transition.
         size: number of stored transitions.
         added: transitions ever offered to ``add`` (int32 total, wraps after 2**31 − 1).
@@ -154,7 +154,7 @@ class TapeState:
     """
 
     data: PyTree
-    begin: jax.Array
+    start: jax.Array
     head: jax.Array
     size: jax.Array
     added: jax.Array
@@ -169,12 +169,12 @@ class TapeState:
 class Batch:
     """Sampled transitions. TBB: leaves ``[B, ...]``; SBB: ``[S, L, ...]`` (``S·L = B``).
 
-    ``begin`` marks true episode starts (and, for TBB, the first transition of the
+    ``start`` marks true episode starts (and, for TBB, the first transition of the
     batch, which is always an episode start); ``mask`` is False on padding.
     """
 
     data: PyTree
-    begin: jax.Array
+    start: jax.Array
     mask: jax.Array
 
 
@@ -194,7 +194,7 @@ class TapeReplay:
         head, size, added, evicted, dropped, first_episode, num_episodes = (jnp.zeros((), jnp.int32) for _ in range(7))
         return TapeState(
             data=data,
-            begin=jnp.zeros(self.capacity, bool),
+            start=jnp.zeros(self.capacity, bool),
             head=head,
             size=size,
             added=added,
@@ -266,11 +266,11 @@ class TapeReplay:
         return starts, ends - starts, state.num_episodes
 
     def ordered(self, state: TapeState) -> tuple[PyTree, jax.Array, jax.Array]:
-        """The tape in order: ``(data[capacity], begin[capacity], valid[capacity])``."""
+        """The tape in order: ``(data[capacity], start[capacity], valid[capacity])``."""
         logical = jnp.arange(self.capacity)
         ring = self._ring(state, logical)
         valid = logical < state.size
-        return jax.tree.map(lambda x: x[ring], state.data), state.begin[ring] & valid, valid
+        return jax.tree.map(lambda x: x[ring], state.data), state.start[ring] & valid, valid
 
     def can_sample(self, state: TapeState) -> jax.Array:
         """True once at least one episode is stored."""
@@ -278,11 +278,11 @@ class TapeReplay:
 
     # --- Alg. 4 ---------------------------------------------------------------------------
 
-    def add(self, state: TapeState, transitions: PyTree, begin: jax.Array) -> TapeState:
-        """Append ``transitions[n]`` with begin flags ``begin[n]`` (Alg. 4, off-policy branch).
+    def add(self, state: TapeState, transitions: PyTree, start: jax.Array) -> TapeState:
+        """Append ``transitions[n]`` with start flags ``start[n]`` (Alg. 4, off-policy branch).
 
         Raises ``ValueError`` (always, also under ``jit``/``vmap``: these depend only on
-        shapes and dtypes) if ``begin`` is not a non-empty 1-D array, ``n > capacity``, or
+        shapes and dtypes) if ``start`` is not a non-empty 1-D array, ``n > capacity``, or
         ``transitions`` differs from the stored data (the ``example`` given to :meth:`init`)
         in tree structure, in a leaf's shape (``[n, *example_shape]``) or in a leaf's dtype
         (same dtype after JAX's canonicalisation; weakly typed values that JAX promotes to
@@ -297,17 +297,17 @@ class TapeReplay:
           least N transitions does not fit in capacity=C").
         * Under ``jit``/``vmap`` it cannot raise: the continuation is dropped (not stored)
           and counted in ``state.dropped``, and so are the further transitions of that
-          episode in later calls, until the next begin flag. Check with
+          episode in later calls, until the next start flag. Check with
           ``state.dropped`` (``size + evicted + dropped == added`` always holds).
 
-        Transitions added to an empty tape before the first begin flag (a stream that
+        Transitions added to an empty tape before the first start flag (a stream that
         starts mid-episode) are dropped and counted in ``dropped`` in both cases,
         without an error.
         """
-        begin = jnp.asarray(begin, bool)
-        n = begin.shape[0] if begin.ndim == 1 else -1
+        start = jnp.asarray(start, bool)
+        n = start.shape[0] if start.ndim == 1 else -1
         if n < 1:
-            raise ValueError(f"begin must be a non-empty 1-D array of flags, got shape {begin.shape}")
+            raise ValueError(f"start must be a non-empty 1-D array of flags, got shape {start.shape}")
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a tape of capacity={self.capacity}")
         check_transitions(state.data, transitions, n, stored_axes=1)
@@ -323,9 +323,9 @@ class TapeReplay:
         first_episode = (state.first_episode + evict) % self.capacity
         num_episodes = state.num_episodes - evict
 
-        # Into an empty tape, transitions before the first begin flag have no episode start.
-        first_begin = jnp.where(jnp.any(begin), jnp.argmax(begin), n)
-        skip = jnp.where(size == 0, first_begin, 0)
+        # Into an empty tape, transitions before the first start flag have no episode start.
+        first_start = jnp.where(jnp.any(start), jnp.argmax(start), n)
+        skip = jnp.where(size == 0, first_start, 0)
         if is_concrete(state.size, state.num_episodes, skip):
             self._check_episode_fits(state, n, int(skip))
         keep = jnp.arange(n) >= skip
@@ -334,17 +334,17 @@ class TapeReplay:
         data = jax.tree.map(lambda d, x: d.at[dest].set(jnp.asarray(x, d.dtype), mode="drop"), state.data, transitions)
 
         # Append the chunk's episode starts to the index. The skipped prefix holds no
-        # begin flag, so every flagged transition is stored. ``num_episodes`` stays
+        # start flag, so every flagged transition is stored. ``num_episodes`` stays
         # <= ``size`` <= capacity, so the appended slots never overwrite live ones.
-        new_count = jnp.sum(begin, dtype=jnp.int32)
-        (flagged,) = jnp.nonzero(begin, size=n, fill_value=0)
+        new_count = jnp.sum(start, dtype=jnp.int32)
+        (flagged,) = jnp.nonzero(start, size=n, fill_value=0)
         j = jnp.arange(n)
         slot = jnp.where(j < new_count, (first_episode + num_episodes + j) % self.capacity, self.capacity)
         starts = state.starts.at[slot].set(ring[flagged].astype(jnp.int32), mode="drop")
 
         return TapeState(
             data=data,
-            begin=state.begin.at[dest].set(begin, mode="drop"),
+            start=state.start.at[dest].set(start, mode="drop"),
             head=head.astype(jnp.int32),
             size=(size + n - skip).astype(jnp.int32),
             added=state.added + n,
@@ -413,7 +413,7 @@ class TapeReplay:
         ``state.size``. Cost O(``batch_size`` + k): only the drawn episodes' bounds
         are read from the index.
         """
-        count = states.begin.shape[0] if states.begin.ndim == 2 else 0
+        count = states.start.shape[0] if states.start.ndim == 2 else 0
         if count < 1:
             raise ValueError("sample_stacked needs stacked TapeStates (leading axis: one tape per worker)")
         check_positive(batch_size=batch_size)
@@ -440,7 +440,7 @@ class TapeReplay:
         lengths = end - start
         # Lay the drawn episodes end to end: the j-th begins at batch position ``first[j]``.
         # Marking those positions and counting the marks up to each position tells which
-        # drawn episode every position belongs to (O(B), no search); episodes that begin
+        # drawn episode every position belongs to (O(B), no search); episodes that start
         # at or past ``batch_size`` are not reached and their marks are dropped.
         first = jnp.cumsum(lengths) - lengths
         marks = jnp.zeros(batch_size, jnp.int32).at[first].set(1, mode="drop")
@@ -448,4 +448,4 @@ class TapeReplay:
         offset = jnp.arange(batch_size) - first[which]
         ring = (start_ring[which] + offset) % self.capacity
         data = jax.tree.map(lambda x: x[tape[which], ring], states.data)
-        return Batch(data=data, begin=offset == 0, mask=jnp.ones(batch_size, bool))
+        return Batch(data=data, start=offset == 0, mask=jnp.ones(batch_size, bool))

@@ -263,10 +263,10 @@ def observation_sensitivity(trainer: Any, params: Any, obs: np.ndarray) -> np.nd
     import jax.numpy as jnp
 
     obs = jnp.asarray(obs, jnp.float32)
-    begin = jnp.zeros(obs.shape[0], bool).at[0].set(True)
+    start = jnp.zeros(obs.shape[0], bool).at[0].set(True)
 
     def last_q(observations):
-        q, _ = trainer.network.apply(params, observations, begin, trainer.initialize_carry())
+        q, _ = trainer.network.apply(params, observations, start, trainer.initialize_carry())
         return q[-1, jnp.argmax(jax.lax.stop_gradient(q[-1]))]
 
     return np.asarray(jnp.abs(jax.grad(last_q)(obs)).sum(axis=-1))
@@ -302,11 +302,11 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
         env = _popgym_env(task, None)
         obs, _ = env.reset(seed=EVALUATION_SEED + episode)
         carry, observations, done = trainer.initialize_carry(), [obs], False
-        begin = True
+        start = True
         while not done:
-            action, carry = step(params, carry, np.asarray(obs, np.float32), begin, jax.random.key(episode))
+            action, carry = step(params, carry, np.asarray(obs, np.float32), start, jax.random.key(episode))
             obs, _, terminated, truncated, _ = env.step(int(action))
-            done, begin = terminated or truncated, False
+            done, start = terminated or truncated, False
             if not done:
                 observations.append(obs)
         env.close()

@@ -70,7 +70,7 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
     envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
     num_actions = int(envs.single_action_space.n)
     obs, _ = envs.reset(seed=seed)
-    begin = np.ones(num_envs, bool)
+    start = np.ones(num_envs, bool)
     zero = score.number(0)
     totals = {"steps": 0, "episodes": 0, score.total: zero, "window_episodes": 0, f"window_{score.total}": zero,
               "invalid_actions": 0}
@@ -82,7 +82,7 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
         for step in range(budget.total_steps // num_envs):
             if step and step % report_every == 0:
                 progress.in_flight(totals["steps"])
-            action = _checked_actions(agent.act(obs, begin), num_envs, num_actions, deadline)
+            action = _checked_actions(agent.act(obs, start), num_envs, num_actions, deadline)
             next_obs, reward, terminated, truncated, info = envs.step(action)
             done = terminated | truncated
             final_obs, outcome = next_obs.copy(), np.zeros(num_envs, bool if score.counted else np.float64)
@@ -98,7 +98,7 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
             totals["steps"] += num_envs
             totals["episodes"] += finished
             totals[score.total] += scored
-            obs, begin = next_obs, done
+            obs, start = next_obs, done
     finally:
         envs.close()
     totals["curve"] = [[int(episodes), score.number(scored)] for episodes, scored in curve.tolist()]
@@ -115,14 +115,14 @@ def evaluate(agent: Any, track: Track, budget: Preset, value: Any, num_envs: int
         envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
         num_actions = int(envs.single_action_space.n)
         obs, _ = envs.reset(seed=[base + first + i for i in range(num_envs)])
-        begin = np.ones(num_envs, bool)
+        start = np.ones(num_envs, bool)
         finished = np.zeros(num_envs, bool)
         outcome = np.zeros(num_envs, bool if score.counted else np.float64)
         returns = np.zeros(num_envs)
         steps = np.zeros(num_envs, int)
         try:
             while not finished.all():
-                action = _checked_actions(agent.act(obs, begin), num_envs, num_actions, deadline)
+                action = _checked_actions(agent.act(obs, start), num_envs, num_actions, deadline)
                 obs, reward, terminated, truncated, info = envs.step(action)
                 done = terminated | truncated
                 live = ~finished
@@ -131,7 +131,7 @@ def evaluate(agent: Any, track: Track, budget: Preset, value: Any, num_envs: int
                 for i in np.flatnonzero(done & live):
                     outcome[i] = info["final_info"][score.key][i]
                 finished |= done
-                begin = done
+                start = done
         finally:
             envs.close()
         outcomes += list(zip(outcome.tolist(), returns.tolist(), steps.tolist()))

@@ -5,22 +5,22 @@ Both tiers: the factory builds an agent of a tier the track runs. JAX tier:
 ``check_cell``), returns the harness's environment state and finite parameters,
 and two equal keys give equal parameters (determinism); ``act`` gives a valid
 action of the right shape and dtype and a carry with the structure of
-``init_carry()``; ``begin`` resets the memory; ``act`` vmaps over streams.
+``initialize_carry()``; ``start`` resets the memory; ``act`` vmaps over streams.
 
 Any-framework tier: ``act`` returns one valid action per environment; ``observe``
 accepts a step; two agents built with the same seed act identically on the same
-observations; ``begin`` resets the memory.
+observations; ``start`` resets the memory.
 
 **The memory test.** The track's check-cell environment plays a new episode and
 a few previous episodes whose first observations between them show every value
 each feature of a first observation takes (T-Maze: both cues). The new episode,
-``begin`` set on its first step, must get the same actions whatever episode came
-before — and, in the JAX tier, the same as from ``init_carry()`` — with the same
+``start`` set on its first step, must get the same actions whatever episode came
+before — and, in the JAX tier, the same as from ``initialize_carry()`` — with the same
 keys (JAX tier) or from agents built with the same seed (any-framework tier,
 whose agents see the episodes through ``act`` alone, as in evaluation). An agent
 that keeps the previous episode's cue across an episode start fails it.
 
-**Time.** Every call into the agent (the factory, ``train``, ``init_carry``,
+**Time.** Every call into the agent (the factory, ``train``, ``initialize_carry``,
 ``act``, ``observe``) must return within ``step_timeout`` seconds (a JAX call's
 time includes its compilation): ``SIGALRM`` interrupts it in the main thread, as
 in a run's any-framework cells, the check fails naming the call, and the checks
@@ -36,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.protocol import load_factory, tier
+from memgym.leaderboard.protocol import initialize_carry, load_factory, tier
 from memgym.leaderboard.track import Track
 from memgym.leaderboard.tracks import TMAZE
-from memgym.leaderboard.validation import DEFAULT_STEP_TIMEOUT, check_positive
+from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT
+from memgym.validation import check_positive
 
 Check = tuple[str, bool, str]
 
@@ -162,7 +163,7 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
 
     def act():
         obs, _ = inner_env.reset(jax.random.key(1), inner)
-        carry = checks.call("init_carry", agent.init_carry, block=True)
+        carry = checks.call("initialize_carry", lambda: initialize_carry(agent), block=True)
         state["step"] = step = jax.jit(agent.act)
         action, new_carry = checks.call("act", step, state["params"], carry, obs, jnp.ones((), bool),
                                         jax.random.key(2), block=True)
@@ -176,13 +177,13 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         if jax.tree.structure(new_carry) != jax.tree.structure(carry) or any(
             a.shape != b.shape for a, b in zip(jax.tree.leaves(new_carry), jax.tree.leaves(carry))
         ):
-            return "act must return a carry with the same structure and shapes as init_carry()"
+            return "act must return a carry with the same structure and shapes as initialize_carry()"
         return None
 
-    def begin_resets():
+    def start_resets():
         histories, episode = _memory_probe(track)
         step, policy = state["step"], state["params"]
-        fresh = checks.call("init_carry", agent.init_carry, block=True)
+        fresh = checks.call("initialize_carry", lambda: initialize_carry(agent), block=True)
 
         def play(history: Sequence[np.ndarray] | None, keys) -> list[int]:
             carry = fresh
@@ -202,14 +203,14 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
                 actions = play(history, keys)
                 if actions != reference:
                     return (f"act carries memory across an episode start: with the same keys, a new episode "
-                            f"(begin=True on its first step) got actions {actions} after an episode that began "
-                            f"with {_show(history[0])}, but {reference} from init_carry(); when begin is True, "
-                            f"act must act as from init_carry()")
+                            f"(start=True on its first step) got actions {actions} after an episode that began "
+                            f"with {_show(history[0])}, but {reference} from initialize_carry(); when start is True, "
+                            f"act must act as from initialize_carry()")
         return None
 
     def vmappable():
         obs = jnp.zeros((3,) + inner_env.observation_space(inner).shape)
-        carries = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), agent.init_carry())
+        carries = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + x.shape), initialize_carry(agent))
         batched = jax.jit(jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0)))
         actions, _ = checks.call("act (vmapped)", batched, state["params"], carries, obs, jnp.ones(3, bool),
                                  jax.random.split(jax.random.key(0), 3), block=True)
@@ -221,8 +222,8 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
     if checks.run(f"train runs under jit(vmap) ({steps} steps), gives finite parameters and is deterministic",
                   train):
         if checks.run("act: valid action and carry", act):
-            checks.run("begin=True resets the memory (same actions after different previous episodes)",
-                       begin_resets)
+            checks.run("start=True resets the memory (same actions after different previous episodes)",
+                       start_resets)
             checks.run("act vmaps over streams", vmappable)
 
 
@@ -237,9 +238,9 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
 
     def acts_validly():
         agent = build(0)
-        begin = np.ones(num_envs, bool)
+        start = np.ones(num_envs, bool)
         for obs in observations:
-            action = np.asarray(checks.call("act", agent.act, obs, begin))
+            action = np.asarray(checks.call("act", agent.act, obs, start))
             if action.dtype.kind in "fc" and np.isnan(action).any():
                 return (f"act returned NaN actions {action.tolist()}; an action is an integer in "
                         f"[0, {action_space.n})")
@@ -249,7 +250,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
                 return f"act returned {action.tolist()}, outside Discrete({action_space.n})"
             checks.call("observe", agent.observe, action, np.zeros(num_envs, np.float32), obs,
                         np.zeros(num_envs, bool), np.zeros(num_envs, bool))
-            begin = np.zeros(num_envs, bool)
+            start = np.zeros(num_envs, bool)
         return None
 
     def deterministic():
@@ -261,7 +262,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         same = all(_same(a, b) for a, b in zip(*runs))
         return None if same else "two agents built with the same seed acted differently"
 
-    def begin_resets():
+    def start_resets():
         histories, episode = _memory_probe(track)
         length = min(len(h) for h in histories)
         runs = []
@@ -279,7 +280,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
                     before = histories[(j + stream) % len(histories)][0]
                     other = histories[stream % len(histories)][0]
                     return (f"act carries memory across an episode start: agents built with the same seed gave "
-                            f"the same new episode (begin=True on its first step) actions "
+                            f"the same new episode (start=True on its first step) actions "
                             f"{runs[j][:, stream].tolist()} after an episode that began with {_show(before)}, "
                             f"but {runs[0][:, stream].tolist()} after one that began with {_show(other)} "
                             f"(environment {stream}; act only, as in evaluation)")
@@ -287,7 +288,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
 
     if checks.run("act returns valid actions; observe accepts a step", acts_validly):
         checks.run("same seed, same actions", deterministic)
-        checks.run("begin=True resets the memory (same actions after different previous episodes)", begin_resets)
+        checks.run("start=True resets the memory (same actions after different previous episodes)", start_resets)
 
 
 def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[np.ndarray]]:

@@ -16,16 +16,16 @@ the values of the track's swept parameter, e.g. corridor lengths). The agent has
   :mod:`memgym.envs.functional`) for ``total_steps`` environment
   steps in total and returns its policy parameters and the *final environment
   state* it stepped (the harness reads its own episode counters from it);
-* ``init_carry() -> carry`` and ``act(params, carry, obs, begin, key) -> (action, carry)``
-  — one stream, one step; ``begin`` is True on an episode's first observation.
+* ``initialize_carry() -> carry`` and ``act(params, carry, obs, start, key) -> (action, carry)``
+  — one stream, one step; ``start`` is True on an episode's first observation.
 
 **Any-framework tier** (bsuite-style; NumPy, PyTorch, anything). The agent has
 
-* ``act(obs: np.ndarray[N, O], begin: np.ndarray[N]) -> np.ndarray[N]`` actions;
+* ``act(obs: np.ndarray[N, O], start: np.ndarray[N]) -> np.ndarray[N]`` actions;
 * ``observe(action, reward, next_obs, terminated, truncated)`` — called after every
   vector step (arrays ``[N, ...]``; ``next_obs`` is the observation *after* the
   step; where an episode ended it is the episode's last observation, and the next
-  ``act`` receives the new episode's first one with ``begin`` set);
+  ``act`` receives the new episode's first one with ``start`` set);
 
 and the harness drives a Gymnasium vector environment of ``context.num_envs``
 copies of the track's environment. Agents never report their own score: the
@@ -41,6 +41,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -48,7 +49,9 @@ from typing import Any
 import gymnasium as gym
 
 ENTRY_POINT_GROUP = "memgym.agents"
-JAX_TIER_ATTRIBUTES = ("num_envs", "train", "init_carry", "act")
+JAX_TIER_ATTRIBUTES = ("num_envs", "train", "initialize_carry", "act")
+#: Protocol names renamed in memgym 0.2 (old -> new); the old ones work, with a DeprecationWarning, until 0.3.
+RENAMED_ATTRIBUTES = {"init_carry": "initialize_carry"}
 ANY_TIER_ATTRIBUTES = ("act", "observe")
 
 
@@ -155,13 +158,31 @@ def _load_base(spec: str) -> Callable[[AgentContext], Any]:
     return factory
 
 
+def _has(agent: Any, name: str) -> bool:
+    """Whether ``agent`` has protocol attribute ``name``, under its current or its deprecated name."""
+    return hasattr(agent, name) or any(hasattr(agent, old) for old, new in RENAMED_ATTRIBUTES.items() if new == name)
+
+
+def initialize_carry(agent: Any) -> Any:
+    """A JAX-tier agent's ``initialize_carry()``; an agent written for memgym 0.1 (``init_carry``) gets a warning."""
+    method = getattr(agent, "initialize_carry", None)
+    if method is None and hasattr(agent, "init_carry"):
+        warnings.warn(
+            f"{type(agent).__name__}.init_carry is deprecated and stops working in memgym 0.3: rename it to "
+            "initialize_carry (the name gymnax, flax and memax use; docs/submitting.md)",
+            DeprecationWarning, stacklevel=2,
+        )
+        method = agent.init_carry
+    return method()
+
+
 def tier(agent: Any) -> str:
     """``"jax"`` or ``"any"``; raises ``TypeError`` listing what is missing otherwise."""
-    if all(hasattr(agent, name) for name in JAX_TIER_ATTRIBUTES):
+    if all(_has(agent, name) for name in JAX_TIER_ATTRIBUTES):
         return "jax"
-    if all(hasattr(agent, name) for name in ANY_TIER_ATTRIBUTES):
+    if all(_has(agent, name) for name in ANY_TIER_ATTRIBUTES):
         return "any"
-    missing_jax = [n for n in JAX_TIER_ATTRIBUTES if not hasattr(agent, n)]
+    missing_jax = [n for n in JAX_TIER_ATTRIBUTES if not _has(agent, n)]
     missing_any = [n for n in ANY_TIER_ATTRIBUTES if not hasattr(agent, n)]
     raise TypeError(
         f"{type(agent).__name__} is neither a JAX-tier agent (missing {missing_jax}) "

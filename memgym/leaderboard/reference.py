@@ -42,11 +42,11 @@ class TrainerAgent:
             raise RuntimeError("this agent acts with the network built by train(); call train first")
         return self._trainer
 
-    def init_carry(self):
+    def initialize_carry(self):
         return self._acting().initialize_carry()
 
-    def act(self, params, carry, obs, begin, key):
-        return self._acting().act(params, carry, obs, begin, key)
+    def act(self, params, carry, obs, start, key):
+        return self._acting().act(params, carry, obs, start, key)
 
 
 def _config(cls: type, **options: Any) -> ActorCriticConfig | DQNConfig:

@@ -48,6 +48,7 @@ from gymnax.environments.environment import Environment
 
 from memgym.envs.functional import EpisodeStatistics, StatefulWrapper
 from memgym.leaderboard.cells import CURVE_POINTS
+from memgym.leaderboard.protocol import initialize_carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,10 +218,10 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
         act_keys = None if policy_key is None else jax.random.split(policy_key, max_steps)
 
         def step(carry, keys):
-            obs, state, memory, begin, finished, result, invalid = carry
+            obs, state, memory, start, finished, result, invalid = carry
             key_act, key_env = jax.random.split(keys[0])
             key_act = key_act if keys[1] is None else keys[1]
-            action, memory = agent.act(params, memory, obs, begin, key_act)
+            action, memory = agent.act(params, memory, obs, start, key_act)
             bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
             next_obs, next_state, _, _, info = env.step_env(key_env, state, action, env_params)
             end = info["done"] & ~finished
@@ -229,9 +230,9 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
             invalid = invalid + (bad & ~finished)
             return (next_obs, next_state, memory, jnp.zeros((), bool), finished | info["done"], result, invalid), None
 
-        start = (obs, state, agent.init_carry(), jnp.ones((), bool), jnp.zeros((), bool),
+        initial = (obs, state, initialize_carry(agent), jnp.ones((), bool), jnp.zeros((), bool),
                  (jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32))
-        (_, _, _, _, finished, result, invalid), _ = jax.lax.scan(step, start, (step_keys, act_keys))
+        (_, _, _, _, finished, result, invalid), _ = jax.lax.scan(step, initial, (step_keys, act_keys))
         success, ret, length = result
         return success & finished, ret, length, invalid
 

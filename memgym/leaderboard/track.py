@@ -18,7 +18,7 @@ from typing import Any
 
 from memgym.leaderboard.protocol import AgentContext
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.validation import check_positive
+from memgym.validation import check_positive
 
 # Evaluation episodes use fixed seeds derived from this and the swept value only,
 # so every agent of a tier faces the same evaluation episodes.

@@ -1,4 +1,4 @@
-"""Memory models: a tape ``x[T, F]`` with begin flags ``start[T]`` and a carry in,
+"""Memory models: a tape ``x[T, F]`` with start flags ``start[T]`` and a carry in,
 outputs ``y[T, F']`` and the carry out.
 
 Every model is a ``flax.linen.Module`` with

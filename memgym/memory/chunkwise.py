@@ -7,7 +7,7 @@ state ``C [n, m]`` and a normaliser ``s [m]`` updated by a gated outer-product r
     a_t = C_t q_t / (s_t · q_t + ε),
 
 (linear attention: ``u = w = 1``; ReLiT: ``u = 1 − β``, ``w = 1 − γ``, ``v = β ⊙ v``,
-``k = γ ⊙ k``), and a begin flag at step ``t`` zeroes ``C_{t−1}, s_{t−1}`` first. Run step by
+``k = γ ⊙ k``), and a start flag at step ``t`` zeroes ``C_{t−1}, s_{t−1}`` first. Run step by
 step (the memory monoid's scan), training keeps one ``n × m`` state per step for the
 backward pass. Unrolling the recurrence inside a chunk of ``c`` steps that starts from
 ``(C, s)`` gives the same outputs in *attention* form, with no per-step state:
@@ -136,7 +136,7 @@ def chunkwise_attention(
             sub-chunk at a time. On steps that are not ``valid`` (padding) it must give zero keys and
             values and unit decays.
         inputs: per-step inputs, leaves ``[T, ...]``.
-        start: ``[T]`` bool begin flags.
+        start: ``[T]`` bool start flags.
         state: ``(C [n, m], s [m])`` before the tape.
         chunk_size: steps per checkpointed chunk (``None``: one chunk).
         sub_chunk_size: steps per sub-chunk computed in attention form.

@@ -34,7 +34,7 @@ so ``|den| ≥ ε`` and the readout ``C q / den`` is finite for every finite inp
 ``ε`` instead, as the thesis form does, would divide by zero at ``z = −ε``).
 
 The monoid is :func:`~memgym.memory.linear_attention.additive_monoid`; its identity is
-exact, so a begin flag zeroes ``(C, s)`` and no information crosses an episode start.
+exact, so a start flag zeroes ``(C, s)`` and no information crosses an episode start.
 Carry: the element ``(C [d_v, d_k], s [d_k])`` (float32).
 """
 

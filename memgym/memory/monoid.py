@@ -8,7 +8,7 @@ Monoid paper (Morad et al., *Revisiting Recurrent RL with Memory Monoids*):
   and a decoder ``g`` (updated state, input → output). A memory model
   computes ``A_t = A_{t-1} • f(x_t)`` and ``y_t = g(A_t, x_t)``.
 * Thm. 3.4 — any monoid becomes *resettable*: on pairs ``(A, b)`` with a
-  begin flag ``b``,
+  start flag ``b``,
   ``(A, b) ∘ (A', b') = ((A (1-b') + H_I b') • A', b ∨ b')``,
   so a scan over several concatenated episodes never lets information cross
   an episode start.
@@ -16,7 +16,7 @@ Monoid paper (Morad et al., *Revisiting Recurrent RL with Memory Monoids*):
 Here a monoid's elements are pytrees of arrays; :class:`Monoid.op` combines
 two elements *batched along a leading axis* (what ``jax.lax.associative_scan``
 needs). :func:`scan_monoid` runs a monoid over a tape ``elements[T, ...]``
-with begin flags ``start[T]`` from an incoming carry (prepended to the tape),
+with start flags ``start[T]`` from an incoming carry (prepended to the tape),
 and returns every intermediate state and the outgoing carry.
 :func:`run_memory_monoid` adds the encoder and decoder and optionally processes the
 tape in checkpointed chunks, so a long tape never materialises all its states at

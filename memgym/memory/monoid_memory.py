@@ -7,7 +7,7 @@ A memory monoid is a monoid ``(H, •, H_I)`` with an encoder ``f`` and a decode
 and Thm. 3.4 makes any monoid resettable, so one scan runs over a tape of
 concatenated episodes while no information crosses an episode start.
 :class:`MonoidMemory` is that model: a subclass supplies the parts below and the
-one ``__call__`` here runs them over a tape — begin flags, incoming carry,
+one ``__call__`` here runs them over a tape — start flags, incoming carry,
 chunking and scan method included (:func:`~memgym.memory.monoid.run_memory_monoid`).
 
 On a long tape the scan runs in checkpointed chunks of ``chunk_size`` steps, so the
@@ -130,7 +130,7 @@ class MonoidMemory(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, start: jax.Array, carry: PyTree) -> tuple[jax.Array, PyTree]:
-        """One stream: ``x[T, F]``, begin flags ``start[T]`` and the carry in → ``(y[T, features], carry out)``."""
+        """One stream: ``x[T, F]``, start flags ``start[T]`` and the carry in → ``(y[T, features], carry out)``."""
         self.check()
         start = jnp.asarray(start, bool)
         check_tape(x, start, self)

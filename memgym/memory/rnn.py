@@ -7,7 +7,7 @@
 Both are the recurrent baselines of the recurrent-linear-transformers thesis
 (§2.3.1; sizes in Table A.2: LSTM d = 600, GRU d = 680). Each follows the
 memory-model interface of :mod:`memgym.memory`: one stream, a tape
-``x[T, F]`` with begin flags ``start[T]``, and a carry that is reset to the
+``x[T, F]`` with start flags ``start[T]``, and a carry that is reset to the
 zero state *before* processing any ``x[t]`` with ``start[t]`` set, so no
 information crosses an episode start. The step is a ``flax.linen`` cell
 lifted over time with ``nn.scan`` (parameters shared by every step).

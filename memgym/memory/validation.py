@@ -14,30 +14,12 @@ from typing import Any
 import jax
 import numpy as np
 
-
-def is_positive_int(value: Any) -> bool:
-    """Whether ``value`` is an integer >= 1 (``bool`` is not an integer here)."""
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
-
-
-def check_positive(**values: Any) -> None:
-    """Raise ``ValueError`` for the first argument that is not an integer >= 1."""
-    for name, value in values.items():
-        if not is_positive_int(value):
-            raise ValueError(f"{name} must be a positive integer; got {name}={value!r}")
-
-
-def check_flag(**values: Any) -> None:
-    """Raise ``ValueError`` for the first argument that is not ``True`` or ``False``."""
-    for name, value in values.items():
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False; got {name}={value!r}")
+from memgym.validation import check_flag, check_optional_positive, check_positive  # noqa: F401 (re-exported)
 
 
 def check_chunk_size(chunk_size: Any, name: str = "chunk_size", none_means: str = "one chunk") -> None:
     """``chunk_size`` is ``None`` (the whole tape in one chunk) or an integer >= 1 (``name``: the option's name)."""
-    if chunk_size is not None and not is_positive_int(chunk_size):
-        raise ValueError(f"{name} must be None ({none_means}) or a positive integer; got {name}={chunk_size!r}")
+    check_optional_positive(name, chunk_size, none_means)
 
 
 def input_width(model: Any) -> int | None:
@@ -75,7 +57,7 @@ def check_tape(x: jax.Array, start: jax.Array, model: Any = None) -> None:
         raise ValueError(f"x must be a 2-D tape [T, F] of one stream (vmap for batches); got x with shape {tuple(x.shape)}")
     if start.shape != (x.shape[0],):
         raise ValueError(
-            f"start must have shape [T] = ({x.shape[0]},), one begin flag per row of x; "
+            f"start must have shape [T] = ({x.shape[0]},), one start flag per row of x; "
             f"got start with shape {tuple(start.shape)} and x with shape {tuple(x.shape)}"
         )
     if model is not None:

@@ -30,8 +30,8 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
     state, _, _ = collect(state, params)  # the second rollout starts from a non-trivial carry
     state, trajectory, stats = collect(state, params)
     rollout = trainer.rollout(state, trajectory)
-    obs, begin = replay_inputs(rollout)
-    logits, values = trainer.replay(state.params, obs, begin, rollout.carry)
+    obs, start = replay_inputs(rollout)
+    logits, values = trainer.replay(state.params, obs, start, rollout.carry)
     np.testing.assert_allclose(values[:, :-1], rollout.value, atol=1e-4)
     log_prob = distrax.Categorical(logits=logits[:, :-1]).log_prob(rollout.action)
     np.testing.assert_allclose(log_prob, rollout.log_prob, atol=1e-4)
@@ -144,7 +144,7 @@ def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
     for seed, env, t in zip(*np.nonzero(cut)):
         carry = jax.tree.map(lambda x: x[seed, env], trajectory.carry)
         obs = np.concatenate([np.asarray(steps["obs"][seed, env, : t + 1]), np.asarray(steps["next_obs"][seed, env, t])[None]])
-        begin = np.concatenate([np.asarray(steps["begin"][seed, env, : t + 1]), [False]])
+        start = np.concatenate([np.asarray(steps["start"][seed, env, : t + 1]), [False]])
         _, values, _ = trainer.network.apply(jax.tree.map(lambda x: x[seed], state.params), jnp.asarray(obs),
-                                             jnp.asarray(begin), carry)
+                                             jnp.asarray(start), carry)
         np.testing.assert_allclose(final_value[seed, env, t], values[-1], rtol=1e-5, atol=1e-6)

@@ -61,7 +61,7 @@ def test_runs_and_learns_nothing_nonfinite(batching, memory):
     state, more = run(state, PARAMS, 6)  # the run continues from the state
     assert int(more["env_steps"][0]) == 7 * steps
     carry = jax.tree.map(lambda x: x[0], state.carry)
-    action, _ = trainer.act(state.params, carry, state.obs[0], state.begin[0], jax.random.key(1))
+    action, _ = trainer.act(state.params, carry, state.obs[0], state.start[0], jax.random.key(1))
     assert action.shape == () and 0 <= int(action) < trainer.spec.num_actions
 
 
@@ -73,21 +73,21 @@ def test_markov_states_match_step_by_step(memory):
     params = trainer.init_params(jax.random.key(0))
     rng = np.random.default_rng(0)
     # Fragments of lengths 3, 1, 4, 2 (the last cut by the batch end); the first fragment
-    # has no begin flag, as an SBB segment that starts mid-episode.
+    # has no start flag, as an SBB segment that starts mid-episode.
     lengths = [3, 1, 4, 2]
-    obs, next_obs, begin = [], [], []
+    obs, next_obs, start = [], [], []
     for i, n in enumerate(lengths):
         episode = rng.normal(size=(n + 1, trainer.spec.obs_size)).astype(np.float32)
         obs.append(episode[:-1])
         next_obs.append(episode[1:])  # o'_t = o_{t+1}; the last one is the final observation
-        begin.append(np.arange(n) == 0 if i else np.zeros(n, bool))
-    obs, next_obs, begin = map(np.concatenate, (obs, next_obs, begin))
+        start.append(np.arange(n) == 0 if i else np.zeros(n, bool))
+    obs, next_obs, start = map(np.concatenate, (obs, next_obs, start))
 
-    q, q_next = jax.jit(trainer.markov_q)(params, obs, next_obs, begin)
+    q, q_next = jax.jit(trainer.markov_q)(params, obs, next_obs, start)
 
     step = jax.jit(trainer.q_values)
-    fragment_start = np.flatnonzero(begin | (np.arange(len(begin)) == 0))
-    for t in range(len(begin)):
+    fragment_start = np.flatnonzero(start | (np.arange(len(start)) == 0))
+    for t in range(len(start)):
         first = fragment_start[fragment_start <= t].max()
         carry = trainer.initialize_carry()
         for k in range(first, t + 1):
@@ -96,19 +96,19 @@ def test_markov_states_match_step_by_step(memory):
         np.testing.assert_allclose(q[t], q_t, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(q_next[t], q_after, rtol=1e-4, atol=1e-5)
 
-    # Alg. 1 read literally — the memory over next_obs with the same begin flags — loses
+    # Alg. 1 read literally — the memory over next_obs with the same start flags — loses
     # each fragment's first observation, so it disagrees.
-    naive, _ = trainer.network.apply(params, next_obs, jnp.asarray(begin).at[0].set(True), trainer.initialize_carry())
+    naive, _ = trainer.network.apply(params, next_obs, jnp.asarray(start).at[0].set(True), trainer.initialize_carry())
     assert not np.allclose(naive, q_next, atol=1e-3)
 
 
 def test_markov_tape_layout():
     obs = jnp.arange(5.0)[:, None]
     next_obs = 10 + jnp.arange(5.0)[:, None]
-    begin = jnp.array([True, False, True, False, False])
-    tape_obs, tape_begin, state_index, next_index = markov_tape(obs, next_obs, begin)
+    start = jnp.array([True, False, True, False, False])
+    tape_obs, tape_start, state_index, next_index = markov_tape(obs, next_obs, start)
     np.testing.assert_array_equal(tape_obs[:7, 0], [0, 10, 11, 2, 12, 13, 14])
-    np.testing.assert_array_equal(tape_begin, [1, 0, 0, 1, 0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(tape_start, [1, 0, 0, 1, 0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(state_index, [0, 1, 3, 4, 5])
     np.testing.assert_array_equal(next_index, [1, 2, 4, 5, 6])
 
@@ -128,15 +128,15 @@ def test_segment_loss_ignores_padding():
     )
     mask = np.ones((segments, length), bool)
     mask[1, 2:] = mask[2, 1:] = False
-    begin = np.zeros((segments, length), bool)
-    begin[:, 0] = True
+    start = np.zeros((segments, length), bool)
+    start[:, 0] = True
     noisy = jax.tree.map(np.copy, data)
     for leaf in ("obs", "next_obs"):
         noisy[leaf][~mask] = 100.0
     noisy["reward"][~mask] = 1e6
     loss = jax.jit(trainer.loss)
-    clean = loss(params, params, Batch(data, begin, mask))
-    dirty = loss(params, params, Batch(noisy, begin, mask))
+    clean = loss(params, params, Batch(data, start, mask))
+    dirty = loss(params, params, Batch(noisy, start, mask))
     np.testing.assert_allclose(clean[0], dirty[0], rtol=1e-6)
     np.testing.assert_allclose(clean[1]["q_mean"], dirty[1]["q_mean"], rtol=1e-6)
 

@@ -117,7 +117,7 @@ def test_functional_and_host_collectors_record_the_same_steps(kind):
 
     steps, host_steps = trajectory.steps, host_trajectory.steps
     assert sorted(steps) == sorted(host_steps)
-    assert {"obs", "begin", "action", "reward", "terminated", "truncated", "next_obs"} <= set(steps)
+    assert {"obs", "start", "action", "reward", "terminated", "truncated", "next_obs"} <= set(steps)
     assert np.asarray(steps["truncated"]).any() and np.asarray(steps["terminated"]).any()
     for name in steps:
         assert steps[name].shape == host_steps[name].shape and steps[name].dtype == host_steps[name].dtype, name
@@ -142,10 +142,10 @@ def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
     agent = HostAgent.for_config(config, envs.single_observation_space, envs.single_action_space, seed=3,
                                  total_steps=config.total_steps)
     obs, _ = envs.reset(seed=0)
-    begin = np.ones(4, bool)
+    start = np.ones(4, bool)
     updates = []
     while not agent.evaluating:
-        action = agent.act(obs, begin)
+        action = agent.act(obs, start)
         assert action.shape == (4,) and envs.single_action_space.contains(int(action[0]))
         obs, reward, terminated, truncated, info = envs.step(action)
         done = terminated | truncated
@@ -154,18 +154,18 @@ def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
         metrics = agent.observe(action, reward, final, terminated, truncated)
         if metrics is not None:
             updates.append(metrics)
-        begin = done
+        start = done
     assert len(updates) == 10 and updates[-1]["env_steps"] == config.total_steps and updates[-1]["loss"] > 0
     assert agent.observe(action, reward, final, terminated, truncated) is None  # evaluation: nothing recorded
 
     trainer, params = agent.trainer, agent.state.params
     carry = broadcast(trainer.initialize_carry(), 3)
-    obs3, begin3 = obs[:3].astype(np.float32), np.ones(3, bool)
+    obs3, start3 = obs[:3].astype(np.float32), np.ones(3, bool)
     for _ in range(3):
         expected, carry = jax.vmap(trainer.act, in_axes=(None, 0, 0, 0, None))(
-            params, carry, jnp.asarray(obs3), jnp.asarray(begin3), jax.random.key(0))
-        np.testing.assert_array_equal(agent.act(obs3, begin3), expected)  # a batch of 3 streams: its own carry
-        begin3 = np.zeros(3, bool)
+            params, carry, jnp.asarray(obs3), jnp.asarray(start3), jax.random.key(0))
+        np.testing.assert_array_equal(agent.act(obs3, start3), expected)  # a batch of 3 streams: its own carry
+        start3 = np.zeros(3, bool)
     envs.close()
 
 

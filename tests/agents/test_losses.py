@@ -40,7 +40,7 @@ def entropy(logits: np.ndarray) -> np.ndarray:
 
 def stub_replay(trainer: ActorCriticTrainer) -> None:
     """The "network" becomes its parameters: ``params = {"logits": [N, T, A], "values": [N, T]}``."""
-    trainer.replay = lambda params, obs, begin, carry: (params["logits"], params["values"])
+    trainer.replay = lambda params, obs, start, carry: (params["logits"], params["values"])
 
 
 # --- A2C -------------------------------------------------------------------------------------------
@@ -83,9 +83,9 @@ def test_a2c_loss_matches_hand_computed_value():
 
     obs = np.zeros((2, 3, trainer.spec.obs_size), np.float32)
     rollout = Rollout(
-        obs=obs, begin=np.array([[True, False, True], [False, False, True]]), action=action, reward=reward,
+        obs=obs, start=np.array([[True, False, True], [False, False, True]]), action=action, reward=reward,
         terminated=terminated, truncated=truncated, value=values[:, :3], log_prob=np.zeros((2, 3), np.float32),
-        final_value=final_value, carry=(), next_obs=obs[:, 0], next_begin=np.zeros(2, bool),
+        final_value=final_value, carry=(), next_obs=obs[:, 0], next_start=np.zeros(2, bool),
     )
     params = {"logits": jnp.asarray(logits), "values": jnp.asarray(values)}
     loss, parts = jax.jit(trainer.a2c_loss)(params, rollout)
@@ -140,7 +140,7 @@ def test_ppo_clipped_loss_matches_hand_computed_value():
     expected = expected_policy_loss + value_coef * expected_value_loss - entropy_coef * expected_entropy
 
     batch = dict(
-        obs=np.zeros((2, 2, trainer.spec.obs_size), np.float32), begin=np.zeros((2, 2), bool), carry=(),
+        obs=np.zeros((2, 2, trainer.spec.obs_size), np.float32), start=np.zeros((2, 2), bool), carry=(),
         action=action, log_prob=old_logp, value=old_value, advantage=advantage, target=target,
     )
     params = {"logits": jnp.asarray(logits), "values": jnp.asarray(new_value)}
@@ -170,7 +170,7 @@ def dqn_trainer(batching: str) -> DQNTrainer:
     # The "network" reads its Q values off the observations: Q(s_t) = scale · obs_t and
     # Q(s'_t) = scale · next_obs_t[:A] for the online parameters, scale · next_obs_t[A:] for
     # the target parameters, so online and target disagree about the next state.
-    def markov_q(params, obs, next_obs, begin):
+    def markov_q(params, obs, next_obs, start):
         q_next = jnp.where(params["target"] > 0.5, next_obs[..., A:], next_obs[..., :A])
         return params["scale"] * obs, params["scale"] * q_next
 
@@ -202,7 +202,7 @@ def transitions() -> dict[str, np.ndarray]:
 
 def test_dqn_double_q_huber_loss_matches_hand_computed_value():
     trainer = dqn_trainer("tape")
-    batch = Batch(transitions(), begin=np.array([True, False, False]), mask=np.ones(3, bool))
+    batch = Batch(transitions(), start=np.array([True, False, False]), mask=np.ones(3, bool))
     loss, aux = jax.jit(trainer.loss)(ONLINE, TARGET, batch)
     assert float(loss) == pytest.approx(EXPECTED_DQN_LOSS, abs=1e-6)
     assert float(aux["q_mean"]) == pytest.approx(EXPECTED_Q_MEAN, abs=1e-6)
@@ -221,9 +221,9 @@ def test_dqn_segment_loss_averages_over_real_transitions_only():
                reward=np.full(1, 1e6, np.float32), next_obs=np.full((1, 2 * A), -50.0, np.float32),
                terminated=np.zeros(1, bool))
     data = {k: np.concatenate([v, pad[k]]).reshape((2, 2) + v.shape[1:]) for k, v in data.items()}
-    begin = np.array([[True, False], [False, False]])  # the second segment starts mid-episode
+    start = np.array([[True, False], [False, False]])  # the second segment starts mid-episode
     mask = np.array([[True, True], [True, False]])
-    loss, aux = jax.jit(trainer.loss)(ONLINE, TARGET, Batch(data, begin, mask))
+    loss, aux = jax.jit(trainer.loss)(ONLINE, TARGET, Batch(data, start, mask))
     assert float(loss) == pytest.approx(EXPECTED_DQN_LOSS, abs=1e-6)
     assert float(aux["q_mean"]) == pytest.approx(EXPECTED_Q_MEAN, abs=1e-6)
 

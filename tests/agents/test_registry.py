@@ -87,7 +87,7 @@ def test_a_new_algorithm_writes_only_its_policy_and_learning_steps():
         def init_learner(self, params):
             return jnp.zeros((), jnp.int32)  # transitions seen
 
-        def policy_step(self, params, carry, obs, begin, keys):
+        def policy_step(self, params, carry, obs, start, keys):
             action = jax.random.randint(keys[0], obs.shape[:1], 0, self.spec.num_actions)
             return action, carry, {}
 
@@ -95,7 +95,7 @@ def test_a_new_algorithm_writes_only_its_policy_and_learning_steps():
             seen = state.learner + trajectory.steps["reward"].size
             return state.replace(learner=seen), dict(seen=seen)
 
-        def act(self, params, carry, obs, begin, key):
+        def act(self, params, carry, obs, start, key):
             return jax.random.randint(key, (), 0, self.spec.num_actions), carry
 
     config = ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=2 * 8 * 3)

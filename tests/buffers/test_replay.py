@@ -22,22 +22,22 @@ CAPACITY = 24
 ADD = 6  # transitions per add call (static shape: one compile)
 
 
-def stream(seed: int, calls: int, begin_rate: float) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``calls`` chunks of ``ADD`` transitions (ids 0, 1, …) with random begin flags."""
+def stream(seed: int, calls: int, start_rate: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``calls`` chunks of ``ADD`` transitions (ids 0, 1, …) with random start flags."""
     rng = np.random.default_rng(seed)
-    begin = rng.random(calls * ADD) < begin_rate
-    begin[0] = rng.random() < 0.8  # sometimes the stream starts mid-episode
+    start = rng.random(calls * ADD) < start_rate
+    start[0] = rng.random() < 0.8  # sometimes the stream starts mid-episode
     ids = np.arange(calls * ADD, dtype=np.int32)
-    return [(ids[i * ADD : (i + 1) * ADD], begin[i * ADD : (i + 1) * ADD]) for i in range(calls)]
+    return [(ids[i * ADD : (i + 1) * ADD], start[i * ADD : (i + 1) * ADD]) for i in range(calls)]
 
 
 def tape_reference(chunks, capacity: int) -> list[list[int]]:
     """Alg. 4 on Python lists: episodes oldest first; transitions outside any episode are dropped."""
     episodes: list[list[int]] = []
-    for ids, begin in chunks:
+    for ids, start in chunks:
         while episodes and sum(map(len, episodes)) + len(ids) > capacity:
             episodes.pop(0)
-        for i, b in zip(ids.tolist(), begin.tolist()):
+        for i, b in zip(ids.tolist(), start.tolist()):
             if b:
                 episodes.append([i])
             elif episodes:
@@ -52,24 +52,24 @@ tape_sample = jax.jit(tape.sample, static_argnums=2)
 
 def fill_tape(chunks):
     state = tape.init(jnp.int32(0))
-    for ids, begin in chunks:
-        state = tape_add(state, jnp.asarray(ids), jnp.asarray(begin))
+    for ids, start in chunks:
+        state = tape_add(state, jnp.asarray(ids), jnp.asarray(start))
     return state
 
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6))
-def test_tape_keeps_whole_episodes_in_order(seed, calls, begin_rate):
-    chunks = stream(seed, calls, begin_rate)
+def test_tape_keeps_whole_episodes_in_order(seed, calls, start_rate):
+    chunks = stream(seed, calls, start_rate)
     state = fill_tape(chunks)
     episodes = tape_reference(chunks, CAPACITY)
-    data, begin, valid = tape.ordered(state)
+    data, start, valid = tape.ordered(state)
     stored = np.asarray(data)[np.asarray(valid)].tolist()
     assert stored == [i for ep in episodes for i in ep]  # nothing lost, duplicated or reordered
     assert int(state.size) <= CAPACITY
-    assert np.asarray(begin)[np.asarray(valid)].tolist() == [j == 0 for ep in episodes for j in range(len(ep))]
+    assert np.asarray(start)[np.asarray(valid)].tolist() == [j == 0 for ep in episodes for j in range(len(ep))]
     if episodes:
-        assert bool(begin[0])  # the head is always an episode start
+        assert bool(start[0])  # the head is always an episode start
     starts, lengths, count = tape.episodes(state)
     assert int(count) == len(episodes)
     assert np.asarray(lengths)[: len(episodes)].tolist() == [len(ep) for ep in episodes]
@@ -80,18 +80,18 @@ def test_tape_keeps_whole_episodes_in_order(seed, calls, begin_rate):
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.integers(1, 40))
-def test_tape_sample_concatenates_whole_episodes(seed, calls, begin_rate, batch_size):
-    chunks = stream(seed, calls, begin_rate)
+def test_tape_sample_concatenates_whole_episodes(seed, calls, start_rate, batch_size):
+    chunks = stream(seed, calls, start_rate)
     episodes = tape_reference(chunks, CAPACITY)
     if not episodes:
         return
     state = fill_tape(chunks)
     batch = tape_sample(state, jax.random.key(seed), batch_size)
-    ids, begin = np.asarray(batch.data), np.asarray(batch.begin)
-    assert ids.shape == begin.shape == (batch_size,) and bool(np.all(batch.mask))
-    assert begin[0]
+    ids, start = np.asarray(batch.data), np.asarray(batch.start)
+    assert ids.shape == start.shape == (batch_size,) and bool(np.all(batch.mask))
+    assert start[0]
     by_first = {ep[0]: ep for ep in episodes}
-    runs = np.split(ids, np.flatnonzero(begin)[1:])
+    runs = np.split(ids, np.flatnonzero(start)[1:])
     for k, run in enumerate(runs):
         episode = by_first[int(run[0])]  # every run starts at a true episode start
         if k < len(runs) - 1:
@@ -103,14 +103,14 @@ def test_tape_sample_concatenates_whole_episodes(seed, calls, begin_rate, batch_
 def test_tape_sampling_is_uniform_over_episodes():
     """Chi-square test of the draw counts (fixed seed): every episode, the newest included."""
     lengths = [1, 5, 2, 9, 3, 1, 4]
-    begin = np.concatenate([np.eye(1, n, 0, bool)[0] for n in lengths])
-    state = TapeReplay(40).add(TapeReplay(40).init(jnp.int32(0)), jnp.arange(begin.size, dtype=jnp.int32), begin)
+    start = np.concatenate([np.eye(1, n, 0, bool)[0] for n in lengths])
+    state = TapeReplay(40).add(TapeReplay(40).init(jnp.int32(0)), jnp.arange(start.size, dtype=jnp.int32), start)
     first_ids = np.cumsum([0] + lengths[:-1])
     counts = np.zeros(len(lengths))
     sample = jax.jit(TapeReplay(40).sample, static_argnums=2)
     for i in range(400):
         batch = sample(state, jax.random.key(i), 16)
-        ids = np.asarray(batch.data)[np.asarray(batch.begin)]
+        ids = np.asarray(batch.data)[np.asarray(batch.start)]
         counts += np.array([(ids == f).sum() for f in first_ids])
     expected = counts.sum() / len(lengths)
     chi2 = ((counts - expected) ** 2 / expected).sum()
@@ -124,21 +124,21 @@ def test_tape_sampling_is_uniform_over_episodes():
     st.integers(0, 2**32 - 1),
     st.floats(0.02, 0.6),
 )
-def test_tape_index_matches_begin_flags(sizes, seed, begin_rate):
-    """The explicit episode index equals the starts recovered from the stored begin flags.
+def test_tape_index_matches_begin_flags(sizes, seed, start_rate):
+    """The explicit episode index equals the starts recovered from the stored start flags.
 
     Checked after every add of a stream of variously sized chunks: full-tape chunks,
     evictions, episodes longer than the tape and streams starting mid-episode.
     """
     rng = np.random.default_rng(seed)
-    begin = rng.random(sum(sizes)) < begin_rate
-    ids = np.arange(begin.size, dtype=np.int32)
+    start = rng.random(sum(sizes)) < start_rate
+    ids = np.arange(start.size, dtype=np.int32)
     bounds = np.cumsum([0] + sizes)
-    chunks = [(ids[a:b], begin[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    chunks = [(ids[a:b], start[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     state = tape.init(jnp.int32(0))
-    for k, (chunk_ids, chunk_begin) in enumerate(chunks):
-        state = tape_add(state, jnp.asarray(chunk_ids), jnp.asarray(chunk_begin))
-        # The old way: scan the begin flags of the whole ordered tape.
+    for k, (chunk_ids, chunk_start) in enumerate(chunks):
+        state = tape_add(state, jnp.asarray(chunk_ids), jnp.asarray(chunk_start))
+        # The old way: scan the start flags of the whole ordered tape.
         _, flags, _ = tape.ordered(state)
         size = int(state.size)
         from_flags = np.flatnonzero(np.asarray(flags))
@@ -201,8 +201,8 @@ def test_tapes_vmap_one_per_worker():
     add = jax.jit(jax.vmap(tape.add))
     for step in range(5):
         ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step
-        begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0)
-        states = add(states, ids, begin)
+        start = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0)
+        states = add(states, ids, start)
     batch = jax.jit(tape.sample_stacked, static_argnums=2)(states, jax.random.key(0), 31)
     assert batch.data.shape == (31,)  # any batch size: episodes are drawn across the tapes
     stored = {int(i) for i in np.asarray(states.data).reshape(-1)}
@@ -215,8 +215,8 @@ def test_tapes_vmap_one_per_worker():
 def segment_reference(chunks, length: int) -> list[list[tuple[int, bool]]]:
     """split + pad (eq. 23–26) on Python lists: every row ever started, oldest first."""
     rows: list[list[tuple[int, bool]]] = []
-    for ids, begin in chunks:
-        for i, b in zip(ids.tolist(), begin.tolist()):
+    for ids, start in chunks:
+        for i, b in zip(ids.tolist(), start.tolist()):
             if b or not rows or len(rows[-1]) == length:
                 rows.append([])
             rows[-1].append((i, b))
@@ -225,24 +225,24 @@ def segment_reference(chunks, length: int) -> list[list[tuple[int, bool]]]:
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.sampled_from([1, 3, 4]))
-def test_segments_split_and_pad(seed, calls, begin_rate, length):
-    chunks = stream(seed, calls, begin_rate)
+def test_segments_split_and_pad(seed, calls, start_rate, length):
+    chunks = stream(seed, calls, start_rate)
     rows_capacity = 10
     buf = SegmentReplay(rows_capacity, length)
     state = buf.init({"id": jnp.int32(0), "x": jnp.zeros(2)})
     add = jax.jit(buf.add)
-    for ids, begin in chunks:
-        state = add(state, {"id": jnp.asarray(ids) + 1, "x": jnp.ones((len(ids), 2))}, jnp.asarray(begin))
+    for ids, start in chunks:
+        state = add(state, {"id": jnp.asarray(ids) + 1, "x": jnp.ones((len(ids), 2))}, jnp.asarray(start))
     rows = segment_reference(chunks, length)
     assert int(state.rows_used) == len(rows)
     kept = rows[-rows_capacity:]  # the ring overwrote the oldest rows
     first = len(rows) - len(kept)
-    data, mask, begin = np.asarray(state.data["id"]), np.asarray(state.mask), np.asarray(state.begin)
+    data, mask, start = np.asarray(state.data["id"]), np.asarray(state.mask), np.asarray(state.start)
     for k, row in enumerate(kept):
         slot = (first + k) % rows_capacity
         assert data[slot].tolist() == [i + 1 for i, _ in row] + [0] * (length - len(row))  # zero padding
         assert mask[slot].tolist() == [True] * len(row) + [False] * (length - len(row))  # masks count real steps
-        assert begin[slot].tolist() == [b for _, b in row] + [False] * (length - len(row))
+        assert start[slot].tolist() == [b for _, b in row] + [False] * (length - len(row))
         x = np.asarray(state.data["x"][slot])
         assert np.all(x[mask[slot]] == 1.0) and np.all(x[~mask[slot]] == 0.0)
     unused = [s for s in range(rows_capacity) if s >= len(rows)]
@@ -253,7 +253,7 @@ def test_segment_sample_shapes_and_errors():
     buf = SegmentReplay(16, 4)
     state = buf.add(buf.init(jnp.int32(0)), jnp.arange(1, 11), jnp.array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0], bool))
     batch = jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), 12)
-    assert batch.data.shape == batch.mask.shape == batch.begin.shape == (3, 4)
+    assert batch.data.shape == batch.mask.shape == batch.start.shape == (3, 4)
     rows = np.asarray(batch.data)
     assert set(map(tuple, rows.tolist())) <= {(1, 2, 3, 4), (5, 0, 0, 0), (6, 7, 8, 9), (10, 0, 0, 0)}
     with pytest.raises(ValueError, match="multiple of segment_length=4"):
@@ -283,17 +283,17 @@ def test_segments_vmap_one_per_worker():
     for step in range(5):
         ids = jnp.arange(workers * ADD, dtype=jnp.int32).reshape(workers, ADD) + 100 * step + 1
         data = {"id": ids, "x": jnp.ones((workers, ADD, 2))}
-        begin = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0).at[1, 4].set(True)
-        states = add(states, data, begin)
+        start = jnp.zeros((workers, ADD), bool).at[:, 0].set(step % 2 == 0).at[1, 4].set(True)
+        states = add(states, data, start)
         for w in range(workers):  # the same stream, one worker at a time, eagerly
-            singles[w] = buf.add(singles[w], jax.tree.map(lambda x: x[w], data), begin[w])
+            singles[w] = buf.add(singles[w], jax.tree.map(lambda x: x[w], data), start[w])
     for w in range(workers):
         one = jax.tree.map(lambda x: x[w], states)
         for got, want in zip(jax.tree.leaves(one), jax.tree.leaves(singles[w])):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     sample = jax.jit(jax.vmap(buf.sample, in_axes=(0, 0, None)), static_argnums=2)
     batch = sample(states, jax.random.split(jax.random.key(0), workers), 12)
-    assert batch.data["id"].shape == batch.mask.shape == batch.begin.shape == (workers, 4, length)
+    assert batch.data["id"].shape == batch.mask.shape == batch.start.shape == (workers, 4, length)
     assert batch.data["x"].shape == (workers, 4, length, 2)
     ids, mask = np.asarray(batch.data["id"]), np.asarray(batch.mask)
     for w in range(workers):
@@ -336,13 +336,13 @@ def transitions(n: int, **override):
 @pytest.mark.parametrize("capacity", [0, -3, 2.5, True])
 def test_capacity_below_one(capacity):
     for make in (TapeReplay, lambda c: SegmentReplay(c, 2)):
-        with pytest.raises(ValueError, match=rf"capacity must be a positive integer; got capacity={capacity!r}"):
+        with pytest.raises(ValueError, match=rf"capacity must be a positive integer, got capacity={capacity!r}"):
             make(capacity)
 
 
 @pytest.mark.parametrize("length", [0, -1, 1.5])
 def test_segment_length_below_one(length):
-    with pytest.raises(ValueError, match=rf"segment_length must be a positive integer; got segment_length={length!r}"):
+    with pytest.raises(ValueError, match=rf"segment_length must be a positive integer, got segment_length={length!r}"):
         SegmentReplay(4, length)
     with pytest.raises(ValueError, match=rf"got segment_length={length!r}"):
         make_replay("segment", 64, segment_length=length)
@@ -350,7 +350,7 @@ def test_segment_length_below_one(length):
 
 def test_make_replay_capacity():
     for kind in ("tape", "segment"):
-        with pytest.raises(ValueError, match="capacity must be a positive integer; got capacity=0"):
+        with pytest.raises(ValueError, match="capacity must be a positive integer, got capacity=0"):
             make_replay(kind, 0, segment_length=4)
     with pytest.raises(ValueError, match="capacity=3 is smaller than one segment of segment_length=4"):
         make_replay("segment", 3, segment_length=4)
@@ -364,7 +364,7 @@ def test_make_replay_capacity():
 def test_batch_size_not_positive(kind, batch_size):
     buf = BUFFERS[kind]()
     state = buf.add(buf.init(example_transition()), transitions(4), jnp.array([1, 0, 0, 0], bool))
-    with pytest.raises(ValueError, match=rf"batch_size must be a positive integer; got batch_size={batch_size!r}"):
+    with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got batch_size={batch_size!r}"):
         buf.sample(state, jax.random.key(0), batch_size)
     with pytest.raises(ValueError, match=rf"batch_size={batch_size!r}"):  # under jit too (static)
         jax.jit(buf.sample, static_argnums=2)(state, jax.random.key(0), batch_size)
@@ -410,15 +410,15 @@ def test_mismatched_shape(kind, jit):
     buf = BUFFERS[kind]()
     add = jax.jit(buf.add) if jit else buf.add
     state = buf.init(example_transition())
-    begin = jnp.ones(4, bool)
+    start = jnp.ones(4, bool)
     with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected shape \(4, 3\).*got shape \(4, 5\)"):
-        add(state, transitions(4, obs=jnp.ones((4, 5))), begin)
+        add(state, transitions(4, obs=jnp.ones((4, 5))), start)
     with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected shape \(4, 3\).*got shape \(4,\)"):
-        add(state, transitions(4, obs=jnp.ones(4)), begin)
+        add(state, transitions(4, obs=jnp.ones(4)), start)
     with pytest.raises(ValueError, match=r"transitions\['action'\]: expected shape \(4,\).*got shape \(3,\)"):
-        add(state, transitions(4, action=jnp.arange(3)), begin)
+        add(state, transitions(4, action=jnp.arange(3)), start)
     with pytest.raises(ValueError, match=r"transitions\['done'\]: expected shape \(4,\).*got shape \(4, 1\)"):
-        add(state, transitions(4, done=jnp.zeros((4, 1), bool)), begin)
+        add(state, transitions(4, done=jnp.zeros((4, 1), bool)), start)
 
 
 @pytest.mark.parametrize("kind", BUFFERS)
@@ -427,15 +427,15 @@ def test_mismatched_dtype(kind, jit):
     buf = BUFFERS[kind]()
     add = jax.jit(buf.add) if jit else buf.add
     state = buf.init(example_transition())
-    begin = jnp.ones(4, bool)
+    start = jnp.ones(4, bool)
     with pytest.raises(ValueError, match=r"transitions\['action'\]: expected dtype int32 as stored, got dtype float32"):
-        add(state, transitions(4, action=jnp.zeros(4)), begin)
+        add(state, transitions(4, action=jnp.zeros(4)), start)
     with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected dtype float32 as stored, got dtype int32"):
-        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.int32)), begin)
+        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.int32)), start)
     with pytest.raises(ValueError, match=r"transitions\['done'\]: expected dtype bool as stored, got dtype uint8"):
-        add(state, transitions(4, done=np.zeros(4, np.uint8)), begin)
+        add(state, transitions(4, done=np.zeros(4, np.uint8)), start)
     with pytest.raises(ValueError, match=r"transitions\['obs'\]: expected dtype float32 as stored, got dtype bfloat16"):
-        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.bfloat16)), begin)
+        add(state, transitions(4, obs=jnp.ones((4, 3), jnp.bfloat16)), start)
 
 
 @pytest.mark.parametrize("kind", BUFFERS)
@@ -443,14 +443,14 @@ def test_dtypes_equal_after_canonicalisation_are_accepted(kind):
     """NumPy 64-bit arrays (as JAX would store them with x64 off) and weak Python-scalar results."""
     buf = BUFFERS[kind]()
     state = buf.init(example_transition())
-    begin = jnp.array([1, 0, 0, 0], bool)
+    start = jnp.array([1, 0, 0, 0], bool)
     host = {"obs": np.ones((4, 3)), "action": np.arange(4), "done": np.zeros(4, bool)}  # float64, int64
     if not jax.config.jax_enable_x64:
-        state = buf.add(state, host, begin)
-    weak = jax.jit(lambda s: buf.add(s, transitions(4, obs=jnp.broadcast_to(2, (4, 3))), begin))(state)
+        state = buf.add(state, host, start)
+    weak = jax.jit(lambda s: buf.add(s, transitions(4, obs=jnp.broadcast_to(2, (4, 3))), start))(state)
     assert weak.data["obs"].dtype == jnp.float32
     with pytest.raises(ValueError, match=r"transitions\['action'\]: expected dtype int32.*float32 \(weakly typed\)"):
-        jax.jit(lambda s: buf.add(s, transitions(4, action=jnp.broadcast_to(1.5, (4,))), begin))(state)
+        jax.jit(lambda s: buf.add(s, transitions(4, action=jnp.broadcast_to(1.5, (4,))), start))(state)
 
 
 @pytest.mark.parametrize("kind", BUFFERS)
@@ -459,17 +459,17 @@ def test_mismatched_tree_structure(kind, jit):
     buf = BUFFERS[kind]()
     add = jax.jit(buf.add) if jit else buf.add
     state = buf.init(example_transition())
-    begin = jnp.ones(4, bool)
+    start = jnp.ones(4, bool)
     data = transitions(4)
     del data["done"]
     with pytest.raises(ValueError, match=r"tree structure.*missing fields \[\"\['done'\]\"\]"):
-        add(state, data, begin)
+        add(state, data, start)
     with pytest.raises(ValueError, match=r"tree structure.*unexpected fields \[\"\['extra'\]\"\]"):
-        add(state, transitions(4, extra=jnp.zeros(4)), begin)
+        add(state, transitions(4, extra=jnp.zeros(4)), start)
     with pytest.raises(ValueError, match="tree structure"):
-        add(state, tuple(transitions(4).values()), begin)
+        add(state, tuple(transitions(4).values()), start)
     with pytest.raises(ValueError, match="tree structure"):
-        add(state, jnp.ones((4, 3)), begin)
+        add(state, jnp.ones((4, 3)), start)
 
 
 # --- TBB over many tapes: Alg. 5 across all stored episodes ---------------------------------------
@@ -483,19 +483,19 @@ def _fill_tapes(lengths_per_tape: list[list[int]], capacity: int):
     """
     width = max(sum(lengths) for lengths in lengths_per_tape)
     ids = np.zeros((len(lengths_per_tape), width), np.int32)
-    begin = np.zeros((len(lengths_per_tape), width), bool)
+    start = np.zeros((len(lengths_per_tape), width), bool)
     stored: dict[int, int] = {}
     for k, lengths in enumerate(lengths_per_tape):
         position = 0
         for e, n in enumerate(lengths + ([width - sum(lengths)] if sum(lengths) < width else [])):
             episode = k * 1_000 + e
             ids[k, position:position + n] = episode * 10_000 + np.arange(n)
-            begin[k, position] = True
+            start[k, position] = True
             stored[episode] = n
             position += n
     buffer = TapeReplay(capacity)
     states = jax.vmap(lambda _: buffer.init(jnp.int32(0)))(jnp.arange(len(lengths_per_tape)))
-    return buffer, jax.vmap(buffer.add)(states, jnp.asarray(ids), jnp.asarray(begin)), stored
+    return buffer, jax.vmap(buffer.add)(states, jnp.asarray(ids), jnp.asarray(start)), stored
 
 
 def test_tbb_samples_the_tail_of_long_episodes():
@@ -507,8 +507,8 @@ def test_tbb_samples_the_tail_of_long_episodes():
         batch = sample(states, jax.random.key(i), 1000)
         steps = np.asarray(batch.data) % 10_000
         seen[steps] = True
-        begin = np.asarray(batch.begin)
-        assert begin[0] and np.array_equal(begin, steps == 0)
+        start = np.asarray(batch.start)
+        assert start[0] and np.array_equal(start, steps == 0)
     assert seen.all(), f"never sampled step indices {np.flatnonzero(~seen)[:10]}"
 
 
@@ -520,16 +520,16 @@ def test_tbb_samples_the_tail_of_long_episodes():
 )
 def test_tbb_stacked_rows_are_stored_transitions_of_whole_episodes(lengths, batch_size, seed):
     """Every sampled row is a stored transition; rows follow their episode step by step from its start
-    (begin flags exactly at episode starts), and only the last episode of the batch is cut."""
+    (start flags exactly at episode starts), and only the last episode of the batch is cut."""
     buffer, states, stored = _fill_tapes(lengths, capacity=80)
     batch_size = min(batch_size, sum(stored.values()))
     batch = buffer.sample_stacked(states, jax.random.key(seed), batch_size)
-    ids, begin = np.asarray(batch.data), np.asarray(batch.begin)
+    ids, start = np.asarray(batch.data), np.asarray(batch.start)
     episode_of, step = ids // 10_000, ids % 10_000
     assert all(e in stored and s < stored[e] for e, s in zip(episode_of.tolist(), step.tolist()))
-    assert begin[0] and np.array_equal(begin, step == 0)
+    assert start[0] and np.array_equal(start, step == 0)
     for i in range(1, batch_size):
-        if not begin[i]:  # continues the previous row's episode
+        if not start[i]:  # continues the previous row's episode
             assert episode_of[i] == episode_of[i - 1] and step[i] == step[i - 1] + 1
         else:  # the previous episode was laid down whole
             assert step[i - 1] == stored[int(episode_of[i - 1])] - 1

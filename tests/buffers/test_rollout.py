@@ -17,11 +17,11 @@ def random_rollout(seed: int) -> tuple[Rollout, np.ndarray]:
     end = rng.random((E, T)) < 0.15
     terminated = end & (rng.random((E, T)) < 0.5)
     truncated = end & ~terminated
-    begin = np.zeros((E, T), bool)
-    begin[:, 1:] = end[:, :-1]
+    start = np.zeros((E, T), bool)
+    start[:, 1:] = end[:, :-1]
     rollout = Rollout(
         obs=jnp.asarray(rng.normal(size=(E, T, OBS)), jnp.float32),
-        begin=jnp.asarray(begin),
+        start=jnp.asarray(start),
         action=jnp.asarray(rng.integers(0, 4, (E, T))),
         reward=jnp.asarray(rng.normal(size=(E, T)), jnp.float32),
         terminated=jnp.asarray(terminated),
@@ -31,7 +31,7 @@ def random_rollout(seed: int) -> tuple[Rollout, np.ndarray]:
         final_value=jnp.asarray(np.where(truncated, rng.normal(size=(E, T)), 0.0), jnp.float32),
         carry=jnp.zeros((E, 2)),
         next_obs=jnp.asarray(rng.normal(size=(E, OBS)), jnp.float32),
-        next_begin=jnp.asarray(end[:, -1]),
+        next_start=jnp.asarray(end[:, -1]),
     )
     values = rng.normal(size=(E, T + 1)).astype(np.float32)
     return rollout, values
@@ -39,10 +39,10 @@ def random_rollout(seed: int) -> tuple[Rollout, np.ndarray]:
 
 def test_replay_inputs_append_the_next_observation():
     rollout, _ = random_rollout(0)
-    obs, begin = replay_inputs(rollout)
-    assert obs.shape == (E, T + 1, OBS) and begin.shape == (E, T + 1)
+    obs, start = replay_inputs(rollout)
+    assert obs.shape == (E, T + 1, OBS) and start.shape == (E, T + 1)
     np.testing.assert_array_equal(obs[:, -1], rollout.next_obs)
-    np.testing.assert_array_equal(begin[:, :-1], rollout.begin)
+    np.testing.assert_array_equal(start[:, :-1], rollout.start)
 
 
 def test_flatten_and_stream_flags():

@@ -85,10 +85,10 @@ def test_observation_sensitivity_is_the_gradient_of_the_last_q_value():
     sensitivity = tbb_vs_sbb.observation_sensitivity(trainer, params, obs)
     assert sensitivity.shape == (12,) and np.all(sensitivity[:-1] > 0)
 
-    begin = jnp.zeros(12, bool).at[0].set(True)
+    start = jnp.zeros(12, bool).at[0].set(True)
 
     def last_q(x):
-        q, _ = trainer.network.apply(params, jnp.asarray(x, jnp.float32), begin, trainer.initialize_carry())
+        q, _ = trainer.network.apply(params, jnp.asarray(x, jnp.float32), start, trainer.initialize_carry())
         return float(q[-1, int(jnp.argmax(q[-1]))])
 
     for i in (0, 5, 11):

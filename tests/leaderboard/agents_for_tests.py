@@ -18,11 +18,11 @@ class Oracle:
         self.cue = np.zeros(num_envs, int)
         self.last = np.full(num_envs, -1)
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         position = np.packbits(obs[:, 2:10].astype(np.uint8), axis=1)[:, 0]  # gray code: equal iff same cell
-        self.cue = np.where(begin, (obs[:, 0] == 1).astype(int), self.cue)
-        turn = ~begin & (position == self.last)  # "up" did not move: at the junction
-        self.last = np.where(begin, -1, position)
+        self.cue = np.where(start, (obs[:, 0] == 1).astype(int), self.cue)
+        turn = ~start & (position == self.last)  # "up" did not move: at the junction
+        self.last = np.where(start, -1, position)
         return np.where(turn, 2 + self.cue, 0)
 
     def observe(self, *args):
@@ -30,7 +30,7 @@ class Oracle:
 
 
 class Crashing(Oracle):
-    def act(self, obs, begin):
+    def act(self, obs, start):
         raise RuntimeError("crashed on a hard seed")
 
 
@@ -64,29 +64,29 @@ class RandomTurn:
     def __init__(self, mode: str = "random"):
         self.mode = mode
 
-    def init_carry(self):
+    def initialize_carry(self):
         return jnp.full((8,), -1.0)
 
-    def _policy(self, carry, obs, begin, key):
+    def _policy(self, carry, obs, start, key):
         position = obs[2:10]
-        junction = ~begin & jnp.all(position == carry)
+        junction = ~start & jnp.all(position == carry)
         turn = 2 + jax.random.bernoulli(key).astype(jnp.int32) if self.mode != "left" else jnp.int32(2)
         return jnp.where(junction, turn, 0).astype(jnp.int32), position
 
-    def act(self, params, carry, obs, begin, key):
-        action, carry = self._policy(carry, obs, begin, key)
+    def act(self, params, carry, obs, start, key):
+        action, carry = self._policy(carry, obs, start, key)
         return (jnp.int32(9) if self.mode == "invalid" else action), carry
 
     def train(self, key, env, env_params, total_steps):
         n = self.num_envs
         key_reset, key_run = jax.random.split(key)
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_reset, n), env_params)
-        carry = jnp.broadcast_to(self.init_carry(), (n, 8))
+        carry = jnp.broadcast_to(self.initialize_carry(), (n, 8))
 
         def step(loop, key):
-            obs, begin, carry, state = loop
+            obs, start, carry, state = loop
             key_act, key_env = jax.random.split(key)
-            action, carry = jax.vmap(self._policy)(carry, obs, begin, jax.random.split(key_act, n))
+            action, carry = jax.vmap(self._policy)(carry, obs, start, jax.random.split(key_act, n))
             obs, state, _, terminated, truncated, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(key_env, n), state, action, env_params)
             return (obs, terminated | truncated, carry, state), None

@@ -31,14 +31,14 @@ class TinyJaxAgent:
 
     num_envs = 2
 
-    def init_carry(self):
+    def initialize_carry(self):
         return jnp.zeros(2)  # the remembered cue
 
-    def remember(self, carry, obs, begin):
-        return jnp.where(begin, obs[:2], carry)  # an honest memory: a new episode starts from its own cue
+    def remember(self, carry, obs, start):
+        return jnp.where(start, obs[:2], carry)  # an honest memory: a new episode starts from its own cue
 
-    def act(self, params, carry, obs, begin, key):
-        carry = self.remember(carry, obs, begin)
+    def act(self, params, carry, obs, start, key):
+        carry = self.remember(carry, obs, start)
         return (2 + jnp.argmax(carry)).astype(jnp.int32), carry
 
     def params(self):
@@ -63,21 +63,21 @@ class NaNParams(TinyJaxAgent):
 
 
 class NaNAction(TinyJaxAgent):
-    def act(self, params, carry, obs, begin, key):
+    def act(self, params, carry, obs, start, key):
         return jnp.float32(jnp.nan), carry
 
 
 class CueKeeperJax(TinyJaxAgent):
-    """Cheats: ignores ``begin`` and keeps the first cue it ever saw in its carry."""
+    """Cheats: ignores ``start`` and keeps the first cue it ever saw in its carry."""
 
-    def remember(self, carry, obs, begin):
+    def remember(self, carry, obs, start):
         return jnp.where(carry.sum() > 0, carry, obs[:2])
 
 
 class HangingJaxAct(TinyJaxAgent):
-    def act(self, params, carry, obs, begin, key):
+    def act(self, params, carry, obs, start, key):
         time.sleep(3600)  # runs while jit traces act
-        return super().act(params, carry, obs, begin, key)
+        return super().act(params, carry, obs, start, key)
 
 
 class HangingJaxTrain(TinyJaxAgent):
@@ -119,11 +119,11 @@ class CueAgent:
     def __init__(self, num_envs):
         self.cue = np.full(num_envs, -1)
 
-    def remember(self, obs, begin):
-        self.cue = np.where(begin, obs[:, 0].astype(int), self.cue)
+    def remember(self, obs, start):
+        self.cue = np.where(start, obs[:, 0].astype(int), self.cue)
 
-    def act(self, obs, begin):
-        self.remember(obs, begin)
+    def act(self, obs, start):
+        self.remember(obs, start)
         return np.where(self.cue < 0, 0, 2 + self.cue).astype(np.int64)
 
     def observe(self, action, reward, next_obs, terminated, truncated):
@@ -131,26 +131,26 @@ class CueAgent:
 
 
 class CueKeeper(CueAgent):
-    """Cheats: ignores ``begin`` and keeps the first cue each environment ever showed."""
+    """Cheats: ignores ``start`` and keeps the first cue each environment ever showed."""
 
-    def remember(self, obs, begin):
+    def remember(self, obs, start):
         shown = obs[:, :2].sum(axis=1) > 0
         self.cue = np.where((self.cue < 0) & shown, obs[:, 0].astype(int), self.cue)
 
 
 class NaNActions(CueAgent):
-    def act(self, obs, begin):
+    def act(self, obs, start):
         return np.full(len(obs), np.nan)
 
 
 class HangsOnSecondAct(CueAgent):
     calls = 0
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         self.calls += 1
         if self.calls == 2:
             time.sleep(3600)
-        return super().act(obs, begin)
+        return super().act(obs, start)
 
 
 def cue_agent(context):
@@ -198,16 +198,16 @@ def test_check_reports_nan_actions_once(capsys):
     assert "NaN action" in failed[0]
 
 
-# --- 7. begin resets the memory ------------------------------------------------------------------
+# --- 7. start resets the memory ------------------------------------------------------------------
 
 
 def test_check_catches_a_cue_carried_across_an_episode_start(capsys):
     status, failed, out = check(capsys, "cue_keeper")
     assert status == 1 and len(failed) == 1, out
-    assert failed[0].startswith("begin=True resets the memory") and "carries memory across an episode start" in out
+    assert failed[0].startswith("start=True resets the memory") and "carries memory across an episode start" in out
     status, failed, out = check(capsys, "cue_keeper_jax", *JAX_FLAGS)
     assert status == 1 and len(failed) == 1, out
-    assert failed[0].startswith("begin=True resets the memory") and "carries memory across an episode start" in out
+    assert failed[0].startswith("start=True resets the memory") and "carries memory across an episode start" in out
     # The same agents with an honest memory pass.
     assert check(capsys, "cue_agent")[0] == 0
     assert check(capsys, "tiny_jax", *JAX_FLAGS)[0] == 0

@@ -94,11 +94,11 @@ class OracleAgent:
         self.last = np.full(num_envs, -1)
         self.turn = np.zeros(num_envs, bool)
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         position = np.packbits(obs[:, 2:10].astype(np.uint8), axis=1)[:, 0]  # gray code: equal iff same cell
-        self.cue = np.where(begin, (obs[:, 0] == 1).astype(int), self.cue)  # cue bit 0 set: the goal is right
-        self.turn = ~begin & (position == self.last)  # "up" did not move: at the junction
-        self.last = np.where(begin, -1, position)
+        self.cue = np.where(start, (obs[:, 0] == 1).astype(int), self.cue)  # cue bit 0 set: the goal is right
+        self.turn = ~start & (position == self.last)  # "up" did not move: at the junction
+        self.last = np.where(start, -1, position)
         return np.where(self.turn, 2 + self.cue, 0)
 
     def observe(self, *args):
@@ -111,8 +111,8 @@ class MemorylessAgent:
     def __init__(self, num_envs):
         self.oracle = OracleAgent(num_envs)
 
-    def act(self, obs, begin):
-        action = self.oracle.act(obs, begin)
+    def act(self, obs, start):
+        action = self.oracle.act(obs, start)
         return np.where(action >= 2, 2, action)
 
     def observe(self, *args):
@@ -120,7 +120,7 @@ class MemorylessAgent:
 
 
 class RaisingAgent:
-    def act(self, obs, begin):
+    def act(self, obs, start):
         raise RuntimeError("agent exploded")
 
     def observe(self, *args):
@@ -128,12 +128,12 @@ class RaisingAgent:
 
 
 class InvalidActionAgent(RaisingAgent):
-    def act(self, obs, begin):
+    def act(self, obs, start):
         return np.full(len(obs), 7)
 
 
 class SlowAgent(RaisingAgent):
-    def act(self, obs, begin):
+    def act(self, obs, start):
         import time
 
         time.sleep(3600)  # interrupted by the harness's alarm
@@ -215,7 +215,7 @@ def nan_jax_factory(context):
     agent = factory(context)
 
     class NaNAgent:
-        num_envs, init_carry, act = agent.num_envs, agent.init_carry, agent.act
+        num_envs, initialize_carry, act = agent.num_envs, agent.initialize_carry, agent.act
 
         def train(self, key, env, env_params, total_steps):
             params, env_state = agent.train(key, env, env_params, total_steps)
@@ -246,11 +246,11 @@ def test_interrupted_run_resumes_to_the_same_table(tmp_path):
 
 
 class SlowOracleAgent(OracleAgent):
-    def act(self, obs, begin):
+    def act(self, obs, start):
         import time
 
         time.sleep(0.002)  # slow enough that a kill lands mid-run
-        return super().act(obs, begin)
+        return super().act(obs, start)
 
 
 def slow_oracle_factory(context):
@@ -414,7 +414,7 @@ def test_presets_and_bad_input():
 class ForgetfulAgent:
     """Any-framework agent that returns actions of the wrong shape."""
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         return np.zeros(len(obs) + 1, np.int64)
 
     def observe(self, *args):

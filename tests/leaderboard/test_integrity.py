@@ -183,10 +183,10 @@ class Turner:
     def __init__(self, num_envs):
         self.last = np.full(num_envs, -1)
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         position = np.packbits(obs[:, 2:10].astype(np.uint8), axis=1)[:, 0]
-        turn = ~begin & (position == self.last)
-        self.last = np.where(begin, -1, position)
+        turn = ~start & (position == self.last)
+        self.last = np.where(start, -1, position)
         return np.where(turn, TURN, 0)
 
     def observe(self, *args):

@@ -43,7 +43,7 @@ class KillWorkerAgent(OracleAgent):
         super().__init__(num_envs)
         self.once, self.after, self.calls = once, after, 0
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         self.calls += 1
         if self.calls == self.after:
             if not self.once:
@@ -55,7 +55,7 @@ class KillWorkerAgent(OracleAgent):
             else:
                 os.close(fd)
                 os.kill(os.getpid(), signal.SIGKILL)
-        return super().act(obs, begin)
+        return super().act(obs, start)
 
 
 def kill_once(context):

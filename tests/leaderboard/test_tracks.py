@@ -28,9 +28,9 @@ class RepeatPreviousOracle:
     def __init__(self, num_envs: int, k: int):
         self.k, self.suits = k, [[] for _ in range(num_envs)]
 
-    def act(self, obs, begin):
+    def act(self, obs, start):
         actions = np.zeros(len(obs), np.int64)
-        for i, (o, first) in enumerate(zip(obs, begin)):
+        for i, (o, first) in enumerate(zip(obs, start)):
             if first:
                 self.suits[i] = []
             self.suits[i].append(int(np.argmax(o[:4])))  # [suit one-hot | previous action one-hot]

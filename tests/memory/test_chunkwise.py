@@ -40,7 +40,7 @@ SETTINGS = settings(max_examples=30, deadline=None)
 
 def draw_head(seed: int, length: int, gated: bool) -> dict[str, np.ndarray]:
     """Random float32 inputs: queries and keys in [0.25, 2] (denominators away from 0), values in [−2, 2],
-    decays in [0, 1] with about one entry in six exactly 0 or 1, begin flags, and an incoming state."""
+    decays in [0, 1] with about one entry in six exactly 0 or 1, start flags, and an incoming state."""
     rng = np.random.default_rng(seed)
 
     def decay(shape):
@@ -63,7 +63,7 @@ def draw_head(seed: int, length: int, gated: bool) -> dict[str, np.ndarray]:
 
 def recurrence_numpy(head: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The recurrence in float64: ``C_t = (u_t ⊗ w_t) ⊙ C_{t−1} + v_t ⊗ k_t``, ``s_t = w_t ⊙ s_{t−1} + k_t``,
-    ``a_t = C_t q_t / (s_t · q_t + ε)``; a begin flag zeroes the state first."""
+    ``a_t = C_t q_t / (s_t · q_t + ε)``; a start flag zeroes the state first."""
     c, s = head["c"].astype(np.float64), head["s"].astype(np.float64)
     outputs = []
     for t in range(len(head["start"])):
@@ -120,8 +120,8 @@ def recurrence_jax(q, k, v, key_decay, value_decay, c, s, start):
 
     def step(state, xs):
         c, s = state
-        q, k, v, w, u, begin = xs
-        c, s = jnp.where(begin, 0.0, c), jnp.where(begin, 0.0, s)
+        q, k, v, w, u, start = xs
+        c, s = jnp.where(start, 0.0, c), jnp.where(start, 0.0, s)
         c = u[:, None] * w[None, :] * c + v[:, None] * k[None, :]
         s = w * s + k
         return (c, s), c @ q / (s @ q + EPS)
@@ -217,7 +217,7 @@ def test_models_train_the_same_in_both_forms(name, length, chunk_size, sub_chunk
 
 
 def test_sub_chunk_size_is_validated():
-    message = r"sub_chunk_size must be None \(the recurrent scan\) or a positive integer; got sub_chunk_size="
+    message = r"sub_chunk_size must be None \(the recurrent scan\) or a positive integer, got sub_chunk_size="
     for name in MODEL_CONFIGS:
         for bad in (0, -3, 2.5, True):
             with pytest.raises(ValueError, match=message + re.escape(repr(bad))):

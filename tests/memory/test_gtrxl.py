@@ -214,7 +214,7 @@ def test_bad_sizes_are_rejected(field):
 
 def test_bad_cache_flag_and_old_style_carry_are_rejected():
     model = GTrXL(features=8, num_layers=1, num_heads=1, head_dim=4, memory_size=3, kv_cache="yes")
-    with pytest.raises(ValueError, match="kv_cache must be True or False; got kv_cache='yes'"):
+    with pytest.raises(ValueError, match="kv_cache must be True or False, got kv_cache='yes'"):
         model.initialize_carry()
     model = model.clone(kv_cache=True)
     old_style = ((jnp.zeros((3, 8)), jnp.zeros(3, bool)),)  # (mem, valid) without the cache

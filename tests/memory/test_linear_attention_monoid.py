@@ -55,7 +55,7 @@ def reference(params, x, start, carry):
     ys, conds = [], []
     for t in range(len(start)):
         o = np.asarray(x[t], np.float64)
-        if start[t]:  # a begin flag: the state restarts from the identity (0, 0) of eq. 10
+        if start[t]:  # a start flag: the state restarts from the identity (0, 0) of eq. 10
             c, s = np.zeros_like(c), np.zeros_like(s)
         k, q, v = o @ w_k, o @ w_q, o @ w_v
         c, s = c + np.outer(v, k), s + k  # eq. 11–12, C = Σ v kᵀ [d_v, d_k], s = Σ k
@@ -103,7 +103,7 @@ def run(params, x, start, carry, chunk_size=None, method="sequential"):
 
 @st.composite
 def tapes(draw):
-    """Parameters (a random init), ``x [T, IN]`` (some rows zero), begin flags and an incoming carry."""
+    """Parameters (a random init), ``x [T, IN]`` (some rows zero), start flags and an incoming carry."""
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     length = draw(st.sampled_from(LENGTHS), label="T")
     rng = np.random.default_rng(seed)
@@ -177,7 +177,7 @@ def test_outputs_and_gradients_are_finite_where_s_dot_q_is_exactly_zero(chunk_si
 
 
 def test_a_begin_flag_cuts_the_incoming_carry():
-    """With a begin flag at step 0 the outputs and carry are those of a fresh stream, bit for bit."""
+    """With a start flag at step 0 the outputs and carry are those of a fresh stream, bit for bit."""
     params = jitted_init()(jax.random.key(1))
     rng = np.random.default_rng(1)
     x = rng.normal(size=(7, IN)).astype(np.float32)

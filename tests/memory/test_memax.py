@@ -158,9 +158,9 @@ def test_a_model_that_breaks_the_contract_is_refused_with_the_reason():
 
 
 def test_bad_options_are_named():
-    with pytest.raises(ValueError, match="features must be a positive integer; got features=0"):
+    with pytest.raises(ValueError, match="features must be a positive integer, got features=0"):
         memory.make("memax:gdn", features=0).initialize_carry()
-    with pytest.raises(ValueError, match="hidden must be a positive integer; got hidden=-4"):
+    with pytest.raises(ValueError, match="hidden must be a positive integer, got hidden=-4"):
         memory.make("memax:gdn", features=8, hidden=-4).initialize_carry()
     with pytest.raises(ValueError, match=r"needs option\(s\) \['model'\]"):
         memory.make("memax", features=8)

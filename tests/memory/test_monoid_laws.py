@@ -4,10 +4,10 @@
   (S5, LRU, FFM, the monoid paper's linear transformer (eq. 9–11), and the per-head monoids of
   the linear-attention, ReLiT and AReLiT mixers, taken from the registered models themselves)
   and simple reference monoids (additive, affine, 2×2 matrix product).
-* Thm. 3.4 — the resettable transform is again a monoid, and a begin flag on the right
+* Thm. 3.4 — the resettable transform is again a monoid, and a start flag on the right
   replaces the left state by the identity (reset isolation).
 * ``scan_monoid`` — the associative scan, ``lax.scan`` and a plain Python loop give the
-  same states and carry, forwards and in reverse, with random begin flags and carry;
+  same states and carry, forwards and in reverse, with random start flags and carry;
   ``run_memory_monoid`` gives the same outputs for any chunk size;
 * the S5 / LRU / FFM monoids, scanned, compute the linear recurrences they encode, and so do
   the linear-attention, ReLiT (thesis Alg. 5, eq. 3.5–3.6) and AReLiT (Alg. 6, eq. 4.20–4.21) ones.
@@ -326,7 +326,7 @@ METHODS = ("associative", "sequential")
 def draw_tape(
     case: Case, data: st.DataObject, lengths: tuple[int, ...] = LENGTHS
 ) -> tuple[Monoid, tuple, Any, np.ndarray, Any]:
-    """A monoid (and its parameters), elements ``[T]``, begin flags ``[T]`` and a carry."""
+    """A monoid (and its parameters), elements ``[T]``, start flags ``[T]`` and a carry."""
     monoid, params = case.draw_monoid(data)
     length = data.draw(st.sampled_from(lengths), label="T")
     elements = jax.tree.map(jnp.asarray, data.draw(case.elements(length), label="elements"))
@@ -437,8 +437,8 @@ def attention_scans(inputs: tuple, start: jax.Array, head_carry: Any, *, name: s
 @SETTINGS
 @given(data=st.data())
 def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObject):
-    """The mixers' encoder + monoid, scanned with begin flags and an incoming carry, are the
-    recurrences of the thesis, computed here step by step in float64 (a begin flag zeroes the
+    """The mixers' encoder + monoid, scanned with start flags and an incoming carry, are the
+    recurrences of the thesis, computed here step by step in float64 (a start flag zeroes the
     previous state first; AReLiT's step ``t`` restarts at 0 there):
 
     * linear attention (Alg. 4): ``C_t = C_{t−1} + v_t ⊗ k_t``, ``s_t = s_{t−1} + k_t``;

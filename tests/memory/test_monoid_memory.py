@@ -69,7 +69,7 @@ def test_a_new_memory_monoid_needs_only_its_parts(chunk_size):
     projected = np.asarray(x) @ np.asarray(params["params"]["w"]["kernel"])
     np.testing.assert_allclose(y, reference_mean(projected, start, carry_in), rtol=1e-5, atol=1e-6)
     assert float(count) == 5.0  # steps since the last episode start
-    # Without a begin flag at step 0 the carry flows in; streaming gives the same outputs.
+    # Without a start flag at step 0 the carry flows in; streaming gives the same outputs.
     start[0] = False
     y, _ = model.apply(params, x, start, carry_in)
     np.testing.assert_allclose(y, reference_mean(projected, start, carry_in), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,23 @@
+"""The allowed ranges of the leaderboard's numeric flags (:data:`LIMITS`, checked by
+:func:`memgym.validation.check_number` before anything runs)."""
+
+from __future__ import annotations
+
+from memgym.validation import Limit
+
+
+# Steps count inside jit in int32 (ScoredEnv's counters, the agents' scan lengths).
+MAX_TOTAL_STEPS = 2**31 - 1
+STEPS = Limit(1, MAX_TOTAL_STEPS, True, "2**31-1: the JAX tier counts a cell's steps in int32")
+SEEDS = Limit(1, 1000, True, "the seeds of a value train as one batch")
+EVAL_EPISODES = Limit(1, 1000, True, "evaluation seeds are 2000003 + 1000*value + episode: more episodes would "
+                                     "replay the next value's")
+SECONDS = Limit(0, 1e6, False, "1e6 s is 11.6 days; the alarm timer overflows on huge values", open_low=True)
+CPUS = Limit(0, 1024, False, open_low=True)
+GPUS = Limit(0, 1024, False)
+
+# ``memgym leaderboard check``: each call into the agent (a JAX call's compilation included) must return by then.
+DEFAULT_STEP_TIMEOUT = 120.0
+
+LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--eval-episodes": EVAL_EPISODES, "--cell-timeout": SECONDS,
+          "--step-timeout": SECONDS, "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}
