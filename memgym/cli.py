@@ -3,7 +3,7 @@
     memgym envs                                  list the registered environments
     memgym play tmaze --corridor-length 10       play T-Maze in the terminal
     memgym demo --corridor-length 20             scripted vs random policy on T-Maze
-    memgym train --agent a2c --memory arelit     train an agent (T-Maze or any Gymnasium env)
+    memgym train --algorithm a2c --memory arelit train an agent (T-Maze or any Gymnasium env)
     memgym leaderboard run|show|report|check|list  the leaderboards (--track tmaze | popgym-repeat-previous)
 """
 
@@ -18,15 +18,29 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from memgym.leaderboard.limits import LIMITS, POSITIVE, STEPS
+from memgym.validation import Limit, check_number
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
+
+def _number(limit: Limit, flag: str = "value") -> Callable[[str], int | float]:
+    """An argparse type: a number (``1e6`` allowed) within ``limit``; anything else is refused with the flag,
+    the value and the range, before anything runs (:func:`memgym.validation.check_number`)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            return check_number(flag, text, limit)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _bounded(flag: str) -> Callable[[str], int | float]:
+    """:func:`_number` with the range of ``flag`` in the leaderboard's ``LIMITS``."""
+    return _number(LIMITS[flag], flag)
+
+
+_positive_int = _number(POSITIVE)
 
 
 # ---------------------------------------------------------------------------------------
@@ -202,30 +216,7 @@ def _values(text: str) -> list[str]:
     return values
 
 
-def _steps(text: str) -> int:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of steps such as 1e6, got {text!r}") from None
-    if value < 1 or value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a positive whole number of steps, got {text!r}")
-    return int(value)
-
-
-def _bounded(flag: str) -> Callable[[str], int | float]:
-    """An argparse type: a number (``1e6`` allowed) in the range of ``flag`` in the leaderboard's ``LIMITS``;
-    anything else is refused with the flag, the value and the range, before anything runs."""
-
-    def parse(text: str) -> int | float:
-        from memgym.leaderboard.limits import LIMITS
-        from memgym.validation import check_number
-
-        try:
-            return check_number(flag, text, LIMITS[flag])
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return parse
+_steps = _number(STEPS)
 
 
 def _board_text(results: str, track) -> str:
@@ -380,16 +371,12 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
 
 # --- train ---------------------------------------------------------------------------------
 
-TRAIN_FIXED = {"algorithm", "total_steps", "memory"}  # set by --agent, --steps, --memory
+TRAIN_FIXED = {"total_steps", "memory"}  # set by --steps, --memory
+ALGORITHM_NAMES = ("a2c", "ppo", "dqn")  # memgym.agents.registry.ALGORITHMS, named here without importing JAX
 
 
 def _segment_lengths(text: str) -> list[int]:
-    lengths = []
-    for value in _values(text):
-        if not value.isdigit() or int(value) < 1:
-            raise argparse.ArgumentTypeError(f"expected positive whole segment lengths such as 10,20, got {text!r}")
-        lengths.append(int(value))
-    return lengths
+    return [_positive_int(value) for value in _values(text)]
 
 
 def cmd_experiment_run(args: argparse.Namespace) -> int:
@@ -429,33 +416,39 @@ def _config_fields(cls) -> list:
     return [f for f in dataclasses.fields(cls) if f.name not in TRAIN_FIXED]
 
 
-def _config_classes() -> list[type]:
-    """The config classes of the ``--agent`` names, each once."""
-    from memgym.agents.config import AGENTS
+def _config_classes() -> dict[str, type]:
+    """Each algorithm's config class, by name."""
+    from memgym.agents.registry import ALGORITHMS
 
-    return list(dict.fromkeys(cls for cls, _ in AGENTS.values()))
+    return {name: config for name, (config, _) in ALGORITHMS.items()}
 
 
 def train_setup(args: argparse.Namespace) -> tuple[Any, str]:
     """``(config, env id)`` of ``memgym train``: the config's defaults, then ``--preset``'s fields, then the flags."""
-    from memgym.agents.config import AGENTS, TRAIN_PRESETS
-    from memgym.agents.training import TMAZE_IDS
+    from memgym.agents.config import TRAIN_PRESETS
+    from memgym.agents.run import TMAZE_IDS
 
-    agent, env, options = args.agent or "a2c", args.env or TMAZE_IDS[0], {}
+    if args.agent is not None:  # memgym 0.1's name of --algorithm
+        print("memgym train: --agent is deprecated (it stops working in memgym 0.3): use --algorithm "
+              f"{args.agent}", file=sys.stderr)
+        if args.algorithm not in (None, args.agent):
+            raise ValueError(f"--agent {args.agent} and --algorithm {args.algorithm} disagree; give --algorithm only")
+    chosen = args.algorithm or args.agent
+    algorithm, env, options = chosen or "a2c", args.env or TMAZE_IDS[0], {}
     if args.preset is not None:
-        agent, env, options = TRAIN_PRESETS[args.preset]
-        if args.agent not in (None, agent):
-            raise ValueError(f"--preset {args.preset} trains --agent {agent}, not --agent {args.agent}")
+        algorithm, env, options = TRAIN_PRESETS[args.preset]
+        if chosen not in (None, algorithm):
+            raise ValueError(f"--preset {args.preset} trains --algorithm {algorithm}, not --algorithm {chosen}")
         env, options = args.env or env, dict(options)
-    cls, fixed = AGENTS[agent]
-    options.update(fixed)
+    classes = _config_classes()
+    cls = classes[algorithm]
     allowed = {f.name for f in _config_fields(cls)}
-    for name in {f.name for c in _config_classes() for f in _config_fields(c)} | {"memory"}:
+    for name in {f.name for c in classes.values() for f in _config_fields(c)} | {"memory"}:
         value = getattr(args, name, None)
         if value is None:
             continue
         if name not in allowed | {"memory"}:
-            raise ValueError(f"--{name.replace('_', '-')} does not apply to --agent {agent}")
+            raise ValueError(f"--{name.replace('_', '-')} does not apply to --algorithm {algorithm}")
         options[name] = value
     if args.steps is not None:
         options["total_steps"] = args.steps
@@ -465,7 +458,7 @@ def train_setup(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from memgym.agents.training import TMAZE_IDS, train_gymnasium, train_tmaze
+    from memgym.agents.run import TMAZE_IDS, train_gymnasium, train_tmaze
 
     config, env = train_setup(args)
     log = lambda line: print(line, flush=True)  # noqa: E731
@@ -485,27 +478,27 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """A flag per config field (of every ``--agent``), its help the field's docstring and default.
+    """A flag per config field (of every ``--algorithm``), its help the field's docstring and default.
 
     A field of several configs is one flag; where their docs or defaults differ, the help
-    gives each agent's.
+    gives each algorithm's.
     """
-    from memgym.agents.config import AGENTS, field_docs
+    from memgym.agents.config import field_docs
 
-    agents_of = {cls: "/".join(name for name, (c, _) in AGENTS.items() if c is cls) for cls in _config_classes()}
+    classes = _config_classes()
     fields: dict[str, list] = {}
-    for cls in _config_classes():
+    for name, cls in classes.items():
         docs = field_docs(cls)
         for field in _config_fields(cls):
-            fields.setdefault(field.name, []).append((agents_of[cls], field, docs.get(field.name, "")))
+            fields.setdefault(field.name, []).append((name, field, docs.get(field.name, "")))
     for name, entries in fields.items():
         texts = [f"{doc} (default {field.default!r})".strip() for _, field, doc in entries]
         if len(set(texts)) == 1:
             help_text = texts[0]
         else:
-            help_text = "; ".join(f"{agents}: {text}" for (agents, _, _), text in zip(entries, texts))
-        if len(entries) < len(_config_classes()):
-            help_text += f" [--agent {entries[0][0]} only]"
+            help_text = "; ".join(f"{algorithm}: {text}" for (algorithm, _, _), text in zip(entries, texts))
+        if len(entries) < len(classes):
+            help_text += f" [--algorithm {'/'.join(algorithm for algorithm, _, _ in entries)} only]"
         help_text = help_text.replace("%", "%%")  # argparse formats help with %
         field = entries[0][1]
         flag = f"--{name.replace('_', '-')}"
@@ -553,7 +546,7 @@ def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> No
                         help="Ray: GPUs reserved per task")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memgym", description="Memory tasks and agents for reinforcement learning.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -574,12 +567,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train an agent on T-Maze or any Gymnasium env (progress, CSV log, "
                                          "checkpoints, curve)")
-    from memgym.agents.config import AGENTS  # plain dataclasses: no JAX needed to build the parser
-
     from memgym.agents.config import TRAIN_PRESETS
 
-    train.add_argument("--agent", choices=list(AGENTS), default=None,
-                       help="the algorithm (the fields of its config are the flags below; default a2c, or the preset's)")
+    train.add_argument("--algorithm", choices=ALGORITHM_NAMES, default=None,
+                       help="a2c, ppo or dqn (the fields of its config are the flags below; default a2c, or the "
+                            "preset's)")
+    train.add_argument("--agent", choices=ALGORITHM_NAMES, default=None, help=argparse.SUPPRESS)  # 0.1's --algorithm
     train.add_argument("--preset", default=None, choices=list(TRAIN_PRESETS),
                        help="a named setup of the thesis: the memory-maze-* presets are PPO with thesis Table A.3's "
                             "settings and a Table A.4 model, on memgym/MemoryMaze-11x11-v0 unless --env is given; "
@@ -597,7 +590,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
     train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    _add_config_flags(train)
+    if train_flags:  # the config flags import the algorithms (and JAX): only for `memgym train`
+        _add_config_flags(train)
     train.set_defaults(func=cmd_train)
 
     from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT  # no JAX
@@ -679,7 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(train_flags="train" in words[:1]).parse_args(argv)
     try:
         return args.func(args)
     except ValueError as error:  # bad configuration: say what is wrong, no traceback

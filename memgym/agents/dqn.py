@@ -60,22 +60,97 @@ segments into one dataset), so it only needs ``segment_length`` to divide ``batc
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
+from gymnax.environments.environment import Environment
 
-from memgym.agents.config import DQNConfig
+from memgym.agents.config import Schedule, resolve_memory
 from memgym.agents.networks import DuelingQNetwork, frozen_config
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory
 from memgym.buffers import make_replay
 from memgym.buffers.tape import Batch
-from gymnax.environments.environment import Environment
+from memgym.validation import check_choice, check_int, check_positive, check_real
 
 PyTree = Any
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig(Schedule):
+    """Double DQN with a dueling head over a memory model, TBB or SBB replay (monoid paper §5.3, Alg. 1–2)."""
+
+    memory: str = "ffm"
+    """memory model: a MEMORY_PRESETS name (e.g. arelit, gtrxl-256, tiny-gru) or a memgym.memory model name"""
+    memory_config: str = ""
+    """JSON object of memory model options overriding the preset's, e.g. '{"features": 64}'"""
+    total_steps: int = 200_000
+    """environment steps of the whole run, over all environments"""
+    num_envs: int = 8
+    """environments stepped in parallel, each with its own replay"""
+    steps_per_update: int = 1
+    """environment steps per environment between gradient updates"""
+    batching: str = "tape"
+    """replay: "tape" (TBB: whole episodes concatenated, full BPTT) or "segment"
+    (SBB: zero-padded segments of segment_length)"""
+    segment_length: int = 20
+    """SBB: transitions per stored segment"""
+    batch_size: int = 1000
+    """transitions per gradient update (SBB: batch_size // segment_length segments)"""
+    buffer_size: int = 100_000
+    """replay capacity in transitions, split evenly across the environments' replays"""
+    learning_starts: int = 5_000
+    """environment steps (over all environments) before the first gradient update"""
+    learning_rate: float = 1e-4
+    """Adam learning rate"""
+    gamma: float = 0.99
+    """discount factor γ"""
+    target_rate: float = 0.995
+    """Polyak β of the target network: target ← β·target + (1 − β)·online after every update"""
+    epsilon_start: float = 1.0
+    """ε of ε-greedy exploration at the start"""
+    epsilon_end: float = 0.05
+    """ε after annealing"""
+    epsilon_fraction: float = 0.2
+    """fraction of total_steps over which ε falls linearly from epsilon_start to epsilon_end"""
+    max_grad_norm: float = 10.0
+    """gradients are clipped to this global norm"""
+    head_width: int = 128
+    """width of the dueling value and advantage heads"""
+
+    def __post_init__(self) -> None:
+        check_choice("batching", self.batching, ("tape", "segment"))
+        check_positive(total_steps=self.total_steps, num_envs=self.num_envs, steps_per_update=self.steps_per_update,
+                       segment_length=self.segment_length, batch_size=self.batch_size, buffer_size=self.buffer_size,
+                       head_width=self.head_width)
+        check_int("learning_starts", self.learning_starts, low=0)
+        check_real("learning_rate", self.learning_rate, 0.0, include_low=False)
+        check_real("max_grad_norm", self.max_grad_norm, 0.0, include_low=False)
+        check_real("epsilon_fraction", self.epsilon_fraction, 0.0, include_low=False)
+        for name in ("gamma", "target_rate", "epsilon_start", "epsilon_end"):
+            check_real(name, getattr(self, name), 0.0, 1.0)
+        self.check_schedule()
+        # Each environment keeps its own replay (a tape, or rows of segments); a batch draws from all of them.
+        if self.batching == "segment" and self.batch_size % self.segment_length:
+            raise ValueError(
+                f"batch_size={self.batch_size} must be a multiple of segment_length={self.segment_length}"
+            )
+        per_env = self.buffer_size // self.num_envs
+        if per_env < self.steps_per_update:
+            raise ValueError(
+                f"buffer_size={self.buffer_size} is too small for num_envs={self.num_envs} × "
+                f"steps_per_update={self.steps_per_update}"
+            )
+        if self.batching == "segment" and per_env // self.segment_length < self.steps_per_update:
+            raise ValueError(
+                f"buffer_size={self.buffer_size} is too small: each of the num_envs={self.num_envs} environments "
+                f"needs at least steps_per_update={self.steps_per_update} rows of segment_length={self.segment_length}"
+            )
+        resolve_memory(self.memory, self.memory_config)
+
 
 #: Fields of a stored transition (with its start flag beside it).
 TRANSITION_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")

@@ -1,28 +1,37 @@
-"""The one map from a config type to its trainer class, and :func:`make_trainer`.
+"""The algorithms by name: config class and trainer class, and :func:`make_trainer` / :func:`make_train`.
 
-``memgym train`` (:mod:`memgym.agents.training`), the host loop
-(:meth:`memgym.agents.host.HostLoop.for_config`) and the leaderboard's reference
-agents all build their trainer here. A new algorithm adds its config class and
-trainer class to :data:`TRAINERS` (and a command-line name to
-:data:`memgym.agents.config.AGENTS`).
+``memgym train --algorithm NAME``, the host loop and the leaderboard's reference
+agents build their trainer here. A new algorithm is a module with its config and
+trainer (like :mod:`memgym.agents.a2c`) and one entry in :data:`ALGORITHMS`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import ActorCriticConfig, DQNConfig
-from memgym.agents.dqn import DQNTrainer
-from memgym.agents.spec import EnvSpec
-from memgym.agents.trainer import BaseTrainer
 from gymnax.environments.environment import Environment
 
-#: config type -> trainer class
-TRAINERS: dict[type, type[BaseTrainer]] = {
-    ActorCriticConfig: ActorCriticTrainer,
-    DQNConfig: DQNTrainer,
+from memgym.agents.a2c import A2CConfig, A2CTrainer
+from memgym.agents.dqn import DQNConfig, DQNTrainer
+from memgym.agents.ppo import PPOConfig, PPOTrainer
+from memgym.agents.spec import EnvSpec
+from memgym.agents.trainer import BaseTrainer
+
+#: name -> (config class, trainer class)
+ALGORITHMS: dict[str, tuple[type, type[BaseTrainer]]] = {
+    "a2c": (A2CConfig, A2CTrainer),
+    "ppo": (PPOConfig, PPOTrainer),
+    "dqn": (DQNConfig, DQNTrainer),
 }
+
+#: config class -> trainer class
+TRAINERS: dict[type, type[BaseTrainer]] = {config: trainer for config, trainer in ALGORITHMS.values()}
+
+
+def algorithm_name(config: Any) -> str:
+    """The :data:`ALGORITHMS` name of ``config``'s type (``"a2c"``, ``"ppo"``, ``"dqn"``)."""
+    trainer_class(config)
+    return next(name for name, (cls, _) in ALGORITHMS.items() if cls is type(config))
 
 
 def trainer_class(config: Any) -> type[BaseTrainer]:
@@ -33,11 +42,21 @@ def trainer_class(config: Any) -> type[BaseTrainer]:
         allowed = ", ".join(cls.__name__ for cls in TRAINERS)
         raise TypeError(
             f"no trainer for a config of type {type(config).__name__}; known config types: {allowed} "
-            "(memgym.agents.registry.TRAINERS)"
+            "(memgym.agents.registry.ALGORITHMS)"
         ) from None
 
 
 def make_trainer(config: Any, env: Environment | EnvSpec, example_params: Any | None = None) -> BaseTrainer:
-    """The trainer for ``config`` on ``env``: a functional environment (``example_params``: params to read its
+    """The trainer for ``config`` on ``env``: a gymnax environment (``example_params``: params to read its
     spaces from, default its default params) or an :class:`~memgym.agents.spec.EnvSpec` (host loops)."""
     return trainer_class(config)(config, env, example_params)
+
+
+def make_train(config: Any, env: Environment | None = None):
+    """``train(key, env_params) -> (TrainState, metrics)`` of ``config``'s algorithm; ``env`` defaults to the
+    JAX T-Maze. ``jax.jit(jax.vmap(train))`` over keys and env params trains every cell in one compiled call."""
+    if env is None:
+        from memgym.envs.tmaze_jax import TMazeJax
+
+        env = TMazeJax()
+    return make_trainer(config, env).train

@@ -13,15 +13,20 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from memgym.agents.config import THESIS_TMAZE_HPARAMS, ActorCriticConfig, DQNConfig
+from memgym.agents.a2c import A2CConfig
+from memgym.agents.config import THESIS_TMAZE_HPARAMS
+from memgym.agents.dqn import DQNConfig
+from memgym.agents.ppo import PPOConfig
 from memgym.leaderboard.protocol import AgentContext
 
 
-class TrainerAgent:
-    """JAX-tier agent over :class:`~memgym.agents.actor_critic.ActorCriticTrainer` or
-    :class:`~memgym.agents.dqn.DQNTrainer` (the trainer is built for the env it is given)."""
+Config = A2CConfig | PPOConfig | DQNConfig
 
-    def __init__(self, config: ActorCriticConfig | DQNConfig):
+
+class TrainerAgent:
+    """JAX-tier agent over the trainer of its config's algorithm (built for the env it is given)."""
+
+    def __init__(self, config: Config):
         self.config = config
         self.num_envs = config.num_envs
         self._trainer = None
@@ -49,7 +54,7 @@ class TrainerAgent:
         return self._acting().act(params, carry, obs, start, key)
 
 
-def _config(cls: type, **options: Any) -> ActorCriticConfig | DQNConfig:
+def _config(cls: type, **options: Any) -> Config:
     """``cls(**options)``; an option that is not a field of ``cls`` is a ``ValueError`` listing the fields."""
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(options) - set(fields))
@@ -58,7 +63,7 @@ def _config(cls: type, **options: Any) -> ActorCriticConfig | DQNConfig:
     return cls(**options)
 
 
-def _factory(config: ActorCriticConfig | DQNConfig, doc: str, variant: Callable[..., Any]):
+def _factory(config: Config, doc: str, variant: Callable[..., Any]):
     """The factory of a :class:`TrainerAgent` with ``config``; ``factory.with_options(**options)`` is the
     factory of the same agent with config fields replaced (``NAME[field=value,...]`` specs, e.g. a sweep)."""
 
@@ -78,14 +83,14 @@ def a2c(memory: str, **overrides: Any):
     """
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(memory, (1e-4, 1e-3))
     options = {"learning_rate": learning_rate, "entropy_coef": entropy_coef, **overrides}
-    config = _config(ActorCriticConfig, **{"algorithm": "a2c", "memory": memory, **options})
+    config = _config(A2CConfig, **{"memory": memory, **options})
     return _factory(config, f"A2C with {memory} memory (thesis T-Maze setup).",
                     lambda **more: a2c(**{"memory": memory, **overrides, **more}))
 
 
 def ppo(memory: str, **overrides: Any):
     options = {"learning_rate": 3e-4, "entropy_coef": 1e-2, **overrides}
-    config = _config(ActorCriticConfig, **{"algorithm": "ppo", "memory": memory, **options})
+    config = _config(PPOConfig, **{"memory": memory, **options})
     return _factory(config, f"Recurrent PPO (tape minibatches) with {memory} memory.",
                     lambda **more: ppo(**{"memory": memory, **overrides, **more}))
 
