@@ -17,7 +17,7 @@ Part 1 — discounted return and GAE (monoid paper Thm. 3.3, App. D.1; Fig. 4 an
   function is compiled once per distinct episode length during the warm-up.
 
 An extra column times the plain per-step numpy loop that the unit tests use as
-ground truth (``*_reference`` in :mod:`memgym.agents.returns`).
+ground truth (``*_reference`` in ``tests/agents/return_oracles.py``).
 
 Episodes have lengths drawn uniformly from ``1 … 2·mean − 1`` (the paper draws
 them uniformly from one to a maximum length); each finished episode ends
@@ -53,6 +53,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,12 +62,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from memgym import memory
-from memgym.agents.returns import (
-    discounted_return,
-    discounted_return_reference,
-    generalized_advantage,
-    generalized_advantage_reference,
-)
+from memgym.agents.returns import discounted_return, generalized_advantage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the per-step loops live in tests/
+from tests.agents.return_oracles import discounted_return_reference, generalized_advantage_reference  # noqa: E402
 from memgym.memory import monoid as monoid_module
 
 GAMMA, LAM = 0.99, 0.95

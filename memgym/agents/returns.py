@@ -27,8 +27,7 @@ All inputs are ``[T]`` arrays of one stream; ``jax.vmap`` adds environments.
 
 On a :class:`~memgym.buffers.rollout.Rollout` (``[E, T]`` transitions, the
 values replayed from its stored carries), :func:`advantages` computes GAE per
-environment and :func:`flat_advantages` as one scan over the flattened tape;
-:func:`next_values` supplies the bootstrap values of both.
+environment, with the bootstrap values of :func:`next_values`.
 
 These are reinforcement-learning computations, so they live with the agents;
 :mod:`memgym.buffers` only stores transitions.
@@ -38,9 +37,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from memgym.buffers.rollout import Rollout, flatten, stream_flags
+from memgym.buffers.rollout import Rollout
 from memgym.memory.monoid import Monoid, ScanMethod, scan_monoid
 
 #: ``(a, b) • (a', b') = (a a', b + a b')`` — composition of affine maps ``X ↦ b + a X``.
@@ -162,60 +160,3 @@ def advantages(
     """
     gae = jax.vmap(lambda *a: generalized_advantage(*a, gamma, lam, method=method))
     return gae(rollout.reward, values[:, :-1], next_values(rollout, values), rollout.terminated, rollout.truncated)
-
-
-def flat_advantages(
-    rollout: Rollout, values: jax.Array, gamma: float, lam: float, *, method: ScanMethod = "auto"
-) -> tuple[jax.Array, jax.Array]:
-    """:func:`advantages` computed as one scan over the flattened tape ``[E·T]``.
-
-    Each stream's last step is an extra cut for the reverse scan (the reset flag of
-    Thm. 3.4): there the advantage does not continue into the next stream, and the
-    TD error bootstraps from ``V(s_T)`` as for a time-limit truncation.
-    """
-    num_envs, length = rollout.shape
-    _, stream_end = stream_flags(num_envs, length)
-    truncated = flatten(rollout.truncated) | (stream_end & ~flatten(rollout.terminated))
-    return generalized_advantage(
-        flatten(rollout.reward),
-        flatten(values[:, :-1]),
-        flatten(next_values(rollout, values)),
-        flatten(rollout.terminated),
-        truncated,
-        gamma,
-        lam,
-        method=method,
-    )
-
-
-# --- plain loops, the ground truth the monoid versions are tested against ---------------------
-
-
-def discounted_return_reference(reward, terminated, truncated, next_value, gamma: float) -> np.ndarray:
-    """Per-step backward loop over a tape; same contract as :func:`discounted_return`."""
-    reward, next_value = np.asarray(reward, np.float64), np.asarray(next_value, np.float64)
-    out = np.zeros_like(reward)
-    following = next_value[-1]
-    for t in reversed(range(len(reward))):
-        if terminated[t]:
-            following = 0.0
-        elif truncated[t]:
-            following = next_value[t]
-        out[t] = reward[t] + gamma * following
-        following = out[t]
-    return out
-
-
-def generalized_advantage_reference(
-    reward, value, next_value, terminated, truncated, gamma: float, lam: float
-) -> np.ndarray:
-    """Per-step backward loop; same contract as :func:`generalized_advantage` (advantages only)."""
-    reward, value, next_value = (np.asarray(x, np.float64) for x in (reward, value, next_value))
-    out = np.zeros_like(reward)
-    following = 0.0
-    for t in reversed(range(len(reward))):
-        done = bool(terminated[t]) or bool(truncated[t])
-        delta = reward[t] + (0.0 if terminated[t] else gamma * next_value[t]) - value[t]
-        out[t] = delta + (0.0 if done else gamma * lam * following)
-        following = out[t]
-    return out

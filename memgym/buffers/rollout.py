@@ -7,12 +7,8 @@ environments × 256 steps). The observation that follows the rollout is stored t
 so the replay can produce the bootstrap value ``V(s_T)`` in the same call
 (:func:`replay_inputs`).
 
-:func:`flatten` and :func:`stream_flags` fold ``[num_envs, T]`` into one tape of
-``num_envs · T`` (monoid paper §5: "fold the batch dimension into the time
-dimension"); the flags mark where each environment's stream starts and ends, so
-that the return/GAE monoids (:func:`memgym.agents.returns.flat_advantages`)
-never mix two streams. This module only stores and lays out transitions; the
-advantages are computed in :mod:`memgym.agents.returns`.
+This module only stores transitions; the advantages are computed in
+:mod:`memgym.agents.returns`.
 """
 
 from __future__ import annotations
@@ -69,13 +65,3 @@ def replay_inputs(rollout: Rollout) -> tuple[jax.Array, jax.Array]:
     start = jnp.concatenate([rollout.start, rollout.next_start[:, None]], axis=1)
     return obs, start
 
-
-def flatten(tree: PyTree) -> PyTree:
-    """``[E, T, ...]`` → ``[E·T, ...]``, environment 0's stream first."""
-    return jax.tree.map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), tree)
-
-
-def stream_flags(num_envs: int, length: int) -> tuple[jax.Array, jax.Array]:
-    """``(stream_start, stream_end)`` flags ``[E·T]`` of a flattened rollout."""
-    step = jnp.tile(jnp.arange(length), num_envs)
-    return step == 0, step == length - 1

@@ -100,11 +100,6 @@ def gray_code_bits(position: np.ndarray | int, gray_bits: int) -> np.ndarray:
     return ((code[..., None] >> shifts) & 1).astype(np.float32)
 
 
-def cue_bits(goal: int) -> np.ndarray:
-    """Cue of a goal side: ``01`` for left, ``10`` for right."""
-    return np.array([goal, 1 - goal], dtype=np.float32)
-
-
 def transition(
     position: int, goal: int, t: int, action: int, corridor_length: int, max_episode_steps: int
 ) -> tuple[int, float, bool, bool, bool]:

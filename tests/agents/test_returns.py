@@ -2,7 +2,7 @@
 
 Tapes of random episodes with random terminations, time-limit truncations and an
 unfinished last episode; both scan methods; the affine monoid's laws; bad input.
-GAE of a whole rollout, per environment and as one flattened tape.
+GAE of a whole rollout, per environment.
 """
 
 from __future__ import annotations
@@ -14,18 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.agents.returns import (
-    AFFINE_MONOID,
-    advantages,
-    discounted_return,
-    discounted_return_reference,
-    flat_advantages,
-    generalized_advantage,
-    generalized_advantage_reference,
-    next_values,
-)
-from memgym.buffers.rollout import flatten
-from tests.buffers.test_rollout import E, T, random_rollout
+from memgym.agents.returns import AFFINE_MONOID, advantages, discounted_return, generalized_advantage, next_values
+from tests.agents.return_oracles import discounted_return_reference, generalized_advantage_reference
+from tests.buffers.test_rollout import E, random_rollout
 
 SETTINGS = settings(max_examples=30, deadline=None)
 LENGTHS = st.sampled_from([1, 2, 7, 33, 80])  # a few tape lengths: each one compiles once
@@ -160,7 +151,7 @@ def test_next_values_bootstrap_from_final_value_on_truncation():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_advantages_per_env_match_loop_and_flat_tape(seed):
+def test_advantages_per_env_match_loop(seed):
     rollout, values = random_rollout(seed)
     adv, target = advantages(rollout, jnp.asarray(values), 0.99, 0.95)
     nv = np.asarray(next_values(rollout, jnp.asarray(values)))
@@ -170,12 +161,4 @@ def test_advantages_per_env_match_loop_and_flat_tape(seed):
         )
         np.testing.assert_allclose(np.asarray(adv[e]), want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(target), np.asarray(adv) + values[:, :-1], rtol=1e-5, atol=1e-5)
-    flat_adv, flat_target = flat_advantages(rollout, jnp.asarray(values), 0.99, 0.95)
-    np.testing.assert_allclose(np.asarray(flat_adv), np.asarray(flatten(adv)), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(flat_target), np.asarray(flatten(target)), rtol=1e-4, atol=1e-4)
 
-
-def test_flat_advantages_jit():
-    rollout, values = random_rollout(5)
-    adv = jax.jit(lambda r, v: flat_advantages(r, v, 0.9, 0.9)[0])(rollout, jnp.asarray(values))
-    assert adv.shape == (E * T,) and np.isfinite(np.asarray(adv)).all()

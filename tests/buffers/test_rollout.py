@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-from memgym.buffers.rollout import Rollout, flatten, replay_inputs, stream_flags
+from memgym.buffers.rollout import Rollout, replay_inputs
 
 E, T, OBS = 3, 17, 4
 
@@ -44,10 +42,3 @@ def test_replay_inputs_append_the_next_observation():
     np.testing.assert_array_equal(obs[:, -1], rollout.next_obs)
     np.testing.assert_array_equal(start[:, :-1], rollout.start)
 
-
-def test_flatten_and_stream_flags():
-    x = jnp.arange(E * T).reshape(E, T)
-    np.testing.assert_array_equal(flatten(x), np.arange(E * T))
-    start, end = stream_flags(E, T)
-    assert np.flatnonzero(start).tolist() == [0, T, 2 * T]
-    assert np.flatnonzero(end).tolist() == [T - 1, 2 * T - 1, 3 * T - 1]
