@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,12 +46,13 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.protocol import AgentContext
+from memgym.validation import check_choice, check_positive
 from memgym.leaderboard.stats import summarize_length
-from memgym.leaderboard.track import Preset, Score, Sweep, Track
+from memgym.leaderboard.tracks import Preset, Score, Sweep, Track
 
 TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "PositionOnlyCartPole")
 DIFFICULTY = "Easy"
-MODELS = ("ffm", "s5", "lru", "linattn")
+MODELS = ("ffm", "s5", "lru", "linear_attention_monoid")
 SEGMENT_LENGTHS = (10, 20, 50, 100)
 MODULE = __name__
 
@@ -67,14 +67,15 @@ SIZES: dict[str, dict[str, Any]] = {
             "ffm": ("ffm", dict(features=32, memory_size=32, context_size=4)),
             "s5": ("s5", dict(features=32, state_size=32)),
             "lru": ("lru", dict(features=32, state_size=32)),
-            "linattn": ("linear_attention_monoid", dict(features=32, key_size=16, value_size=16)),
+            "linear_attention_monoid": ("linear_attention_monoid", dict(features=32, key_size=16, value_size=16)),
         },
     ),
     # The paper preset: memgym's monoid-model presets (features 256) and DQN defaults (B = 1000).
     "paper": dict(
         dqn=dict(batch_size=1000, buffer_size=100_000, learning_starts=5_000, learning_rate=1e-4, gamma=0.99,
                  target_rate=0.995, epsilon_fraction=0.2, head_width=128),
-        memory={"ffm": ("ffm", {}), "s5": ("s5", {}), "lru": ("lru", {}), "linattn": ("linattn", {})},
+        memory={"ffm": ("ffm", {}), "s5": ("s5", {}), "lru": ("lru", {}),
+                "linear_attention_monoid": ("linear_attention_monoid", {})},
     ),
 }
 
@@ -94,25 +95,35 @@ def agent_name(size: str, model: str, segment_length: int | None) -> str:
 
 
 def agent_spec(size: str, model: str, segment_length: int | None) -> str:
-    """The harness's spec of one agent of the grid: ``memgym.experiments.tbb_vs_sbb:<size>_<model>_<batching>``."""
-    return f"{MODULE}:{agent_name(size, model, segment_length)}"
+    """The harness's spec of one agent of the grid: the factory :data:`dqn` with its options."""
+    length = "" if segment_length is None else f",segment_length={segment_length}"
+    return f"{MODULE}:dqn[size={size},model={model}{length}]"
 
 
-_AGENT = re.compile(r"^(?P<size>[a-z]+)_(?P<model>[a-z0-9]+)_(?P<batching>tbb|sbb(?P<length>[1-9][0-9]*))$")
+def parse_agent(spec: str) -> tuple[str, str, int | None]:
+    """``(size, model, segment_length)`` of an agent spec of the grid; ``ValueError`` naming what is allowed."""
+    from memgym.leaderboard.protocol import parse_spec
+
+    base, options = parse_spec(spec)
+    if base != f"{MODULE}:dqn":
+        raise ValueError(f"{spec!r} is not an agent of the study (its specs are {MODULE}:dqn[...])")
+    return _check_options(**options)
 
 
-def parse_agent(name: str) -> tuple[str, str, int | None]:
-    """``(size, model, segment_length)`` of an agent name; ``ValueError`` naming what is allowed otherwise."""
-    match = _AGENT.match(name.rpartition(":")[2])
-    if not match or match["size"] not in SIZES or match["model"] not in MODELS:
-        raise ValueError(f"{name!r} is not an agent of the study: expected <size>_<model>_<tbb|sbbL> with size in "
-                         f"{sorted(SIZES)} and model in {list(MODELS)}, e.g. small_ffm_sbb10")
-    return match["size"], match["model"], None if match["length"] is None else int(match["length"])
+def _check_options(size: str = "small", model: str = "ffm", segment_length: int | None = None,
+                   **unknown: Any) -> tuple[str, str, int | None]:
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; allowed: size, model, segment_length")
+    check_choice("size", size, sorted(SIZES))
+    check_choice("model", model, MODELS)
+    if segment_length is not None:
+        check_positive(segment_length=segment_length)
+    return size, model, segment_length
 
 
 def dqn_config(size: str, model: str, segment_length: int | None, num_envs: int, total_steps: int):
-    """The :class:`~memgym.agents.config.DQNConfig` of one agent of the grid."""
-    from memgym.agents.config import DQNConfig
+    """The :class:`~memgym.agents.dqn.DQNConfig` of one agent of the grid."""
+    from memgym.agents.dqn import DQNConfig
 
     memory, memory_config = SIZES[size]["memory"][model]
     batching = dict(batching="tape") if segment_length is None else dict(batching="segment",
@@ -135,12 +146,15 @@ def _factory(size: str, model: str, segment_length: int | None) -> Callable[[Age
     return factory
 
 
-def __getattr__(name: str) -> Callable[[AgentContext], Any]:
-    """The agent factories, ``small_ffm_tbb`` … (how the harness imports them by spec)."""
-    try:
-        return _factory(*parse_agent(name))
-    except ValueError:
-        raise AttributeError(f"module {MODULE!r} has no attribute {name!r}") from None
+def _dqn_factory(size: str, model: str, segment_length: int | None) -> Callable[[AgentContext], Any]:
+    """The factory of one agent of the grid; ``with_options(size=, model=, segment_length=)`` gives another."""
+    factory = _factory(size, model, segment_length)
+    factory.with_options = lambda **options: _dqn_factory(*_check_options(**options))  # type: ignore[attr-defined]
+    return factory
+
+
+#: The study's agent factory (default: small FFM, TBB); specs like ``dqn[size=paper,model=s5,segment_length=10]``.
+dqn = _dqn_factory("small", "ffm", None)
 
 
 # --- the track and the presets ---------------------------------------------------------------------
@@ -284,7 +298,7 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
     import jax
 
     from memgym.agents.host import HostLoop
-    from memgym.leaderboard.track import EVALUATION_SEED
+    from memgym.leaderboard.tracks import EVALUATION_SEED
 
     config = dqn_config(size, model, segment_length, num_envs, total_steps)
     envs = gym.vector.SyncVectorEnv([lambda: _popgym_env(task, None)] * num_envs,

@@ -15,17 +15,25 @@ from memgym.experiments import tbb_vs_sbb
 pytest.importorskip("popgym")
 
 
-def test_agent_names_round_trip_and_bad_names_are_refused():
+def test_agent_specs_round_trip_and_bad_specs_are_refused():
+    from memgym.leaderboard.protocol import load_factory
+
     spec = tbb_vs_sbb.agent_spec("small", "ffm", 10)
-    assert spec == "memgym.experiments.tbb_vs_sbb:small_ffm_sbb10"
+    assert spec == "memgym.experiments.tbb_vs_sbb:dqn[size=small,model=ffm,segment_length=10]"
     assert tbb_vs_sbb.parse_agent(spec) == ("small", "ffm", 10)
-    assert tbb_vs_sbb.parse_agent("paper_linattn_tbb") == ("paper", "linattn", None)
-    for bad in ("small_ffm_sbb0", "huge_ffm_tbb", "small_gru_tbb", "small_ffm_tape"):
-        with pytest.raises(ValueError, match="not an agent of the study"):
+    paper = tbb_vs_sbb.agent_spec("paper", "linear_attention_monoid", None)
+    assert tbb_vs_sbb.parse_agent(paper) == ("paper", "linear_attention_monoid", None)
+    assert load_factory(spec).__name__ == "small_ffm_sbb10"  # the harness loads it like any spec with options
+    bad_specs = {
+        "memgym.experiments.tbb_vs_sbb:dqn[segment_length=0]": "segment_length must be a positive integer",
+        "memgym.experiments.tbb_vs_sbb:dqn[size=huge]": "size must be one of 'paper', 'small'",
+        "memgym.experiments.tbb_vs_sbb:dqn[model=gru]": "model must be one of 'ffm'",
+        "memgym.experiments.tbb_vs_sbb:dqn[batching=tape]": r"unknown option\(s\) \['batching'\]",
+        "memgym.experiments.tbb_vs_sbb:small_ffm_tbb": "not an agent of the study",
+    }
+    for bad, message in bad_specs.items():
+        with pytest.raises(ValueError, match=message):
             tbb_vs_sbb.parse_agent(bad)
-    assert callable(tbb_vs_sbb.small_lru_sbb50)
-    with pytest.raises(AttributeError):
-        tbb_vs_sbb.small_gru_tbb  # noqa: B018
 
 
 def test_agents_share_hyperparameters_and_differ_only_in_batching():
@@ -44,13 +52,14 @@ def test_every_agent_of_every_size_builds(size):
     context = tbb_vs_sbb.TRACK.context(num_envs=8, seed=0, total_steps=20_000, value="RepeatPrevious")
     for model in tbb_vs_sbb.MODELS:
         for length in (None, *tbb_vs_sbb.SEGMENT_LENGTHS):
-            agent = getattr(tbb_vs_sbb, tbb_vs_sbb.agent_name(size, model, length))(context)
+            options = dict(size=size, model=model, **({} if length is None else dict(segment_length=length)))
+            agent = tbb_vs_sbb.dqn.with_options(**options)(context)
             assert tier(agent) == "any" and agent.trainer.config.batching == ("tape" if length is None else "segment")
 
 
 def test_presets_check_their_grid():
     smoke = tbb_vs_sbb.make_study("smoke")
-    assert smoke.name == "smoke" and smoke.agents()[0].endswith("small_ffm_tbb")
+    assert smoke.name == "smoke" and smoke.agents()[0].endswith("dqn[size=small,model=ffm]")
     paper = tbb_vs_sbb.STUDIES["paper"]
     assert paper.budget.seeds == 10 and paper.segment_lengths == (10, 20, 50, 100)
     assert set(paper.budget.values) == set(tbb_vs_sbb.TASKS) and paper.models == tbb_vs_sbb.MODELS
