@@ -1,61 +1,11 @@
 """Recurrent double DQN with a dueling head, TBB or SBB replay, the whole run inside ``jit``.
 
-The update is monoid paper §5.3, Algorithm 1 (TBB) / Algorithm 2 (SBB), with the
-usual refinements: double Q-learning (van Hasselt et al. 2016: the online network
-picks the next action, the target network values it), a dueling head
-(:class:`~memgym.agents.networks.DuelingQNetwork`), the Huber loss, and Polyak
-target averaging ``φ ← β φ + (1 − β) θ`` with ``β = config.target_rate``::
-
-    y_j = r_j + γ (1 − terminated_j) Q_φ(s'_j, argmax_a Q_θ(s'_j, a))
-    θ  ← Adam step on  Σ_j m_j · huber(Q_θ(s_j, a_j) − y_j) / Σ_j m_j
-
-(``m_j`` is the SBB padding mask, eq. 25; it is all ones for TBB.)
-
-**Markov states.** ``s_t = M(o_0 … o_t)`` is the memory's summary of the episode so
-far and ``s'_t = M(o_0 … o_t, o'_t)`` that summary after also seeing the next
-observation ``o'_t`` (``next_obs``, the true one even where the episode ended,
-``info["final_observation"]``). Alg. 1 writes ``s' ← M_φ(T_1 … T_B)``; running ``M`` over
-the ``next_obs`` column alone with the same start flags would give
-``M(o'_0 … o'_t) = M(o_1 … o_{t+1})``, which drops each episode's first
-observation (in the T-Maze, the cue). Within an episode ``o'_t = o_{t+1}``, so the
-stream ``o_0, o'_0, o'_1, …, o'_{n−1}`` is the episode's complete observation
-sequence and its memory outputs are ``s_0, s'_0, s'_1, …``: position ``k + 1`` of
-that stream is ``s'_k`` and, for ``k + 1 < n``, also ``s_{k+1}``.
-:func:`markov_tape` lays every episode fragment of a batch out this way (its first
-observation, then the ``next_obs`` of each of its transitions) in a tape of static
-length ``2B`` (at most ``B`` fragments, each adding one slot; the unused tail is
-padding after everything real, which a causal memory never reads back). One pass
-of a network over that tape from a fresh carry gives both ``Q(s_t)`` and
-``Q(s'_t)``; the online pass supplies ``Q_θ(s_t, a_t)`` (with gradient) and the
-double-DQN argmax, the target pass ``Q_φ(s'_t, ·)``. A fragment is a stored
-episode (TBB: whole episodes, the last possibly cut) or a segment's run of one
-episode (SBB: a segment that starts mid-episode starts from a fresh carry, the
-truncated BPTT that defines SBB).
-
-**Collection.** ``num_envs`` environments act ε-greedily with the online network
-(:func:`epsilon_greedy`), one step at a time (``T = 1``), carrying their memory
-across updates (start flags reset it). ε falls linearly from ``epsilon_start`` to
-``epsilon_end`` over ``epsilon_fraction · total_steps`` environment steps. Each
-update collects ``steps_per_update`` steps per environment (the collectors of
-:mod:`memgym.agents.trainer`), appends them (``obs, action, reward, next_obs,
-terminated`` with start flags) to that environment's own replay — one
-:class:`~memgym.buffers.tape.TapeReplay` per environment (§5.1, "one D, I per
-worker") of ``buffer_size // num_envs`` transitions, or one
-:class:`~memgym.buffers.segment.SegmentReplay` of ``(buffer_size // num_envs) //
-segment_length`` rows — and, once ``learning_starts`` environment steps are done,
-takes one gradient step on ``batch_size`` sampled transitions.
-
-Sampling is the replays' ``sample_stacked``: TBB draws whole episodes uniformly
-from the stored episodes of all tapes and concatenates them into one tape of
-``batch_size`` transitions (Alg. 5; only the last one is cut, so an episode no longer
-than ``batch_size`` is seen whole); SBB draws ``batch_size // segment_length``
-segments uniformly from the union of every environment's rows (eq. 26–27 stack all
-segments into one dataset), so it only needs ``segment_length`` to divide ``batch_size``.
-
-:class:`DQNTrainer` is a :class:`~memgym.agents.trainer.BaseTrainer`: it writes the
-ε-greedy policy step and the learning step (replay, double-DQN update, target);
-``init``, ``run`` and ``train`` are the base's, pure, so
-``jax.jit(jax.vmap(trainer.train))`` trains many seeds and corridor lengths at once.
+Monoid paper §5.3, Algorithm 1 (TBB) / Algorithm 2 (SBB), with double Q-learning
+(van Hasselt et al. 2016), a dueling head, the Huber loss and Polyak target averaging
+``φ ← β φ + (1 − β) θ``. One memory pass over a :func:`markov_tape` gives both
+``Q(s_t)`` and ``Q(s'_t)`` without dropping an episode's first observation. Each
+environment keeps its own replay (§5.1: "one D, I per worker"); a batch draws from all
+of them. The derivation, the collection schedule and the sampling: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -181,7 +131,7 @@ def markov_tape(obs: jax.Array, next_obs: jax.Array, start: jax.Array):
     """Lay a tape of ``n`` transitions out so one memory pass yields ``s_t`` and ``s'_t``.
 
     Every episode fragment (a run of transitions starting at a start flag, or at
-    position 0) becomes ``o_first, o'_0, o'_1, …`` (see the module docstring).
+    position 0) becomes ``o_first, o'_0, o'_1, …`` (docs/internals.md).
 
     Args:
         obs, next_obs: ``[n, ...]`` observations and next observations.
@@ -206,7 +156,7 @@ def markov_tape(obs: jax.Array, next_obs: jax.Array, start: jax.Array):
 
 
 class DQNTrainer(BaseTrainer):
-    """Recurrent double DQN (see module docstring). ``state.learner`` is a :class:`DQNLearner`."""
+    """Recurrent double DQN (module docstring; docs/internals.md). ``state.learner`` is a :class:`DQNLearner`."""
 
     action_keys = 2  # explore or not, the random action
 

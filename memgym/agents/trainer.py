@@ -1,49 +1,12 @@
 """The trainer protocol and the base every algorithm builds on: init/run/train, the carry and the collector.
 
-A **trainer** (:class:`Trainer`) turns a config and an environment into pure
-functions of a :class:`TrainState`:
-
-* ``init(key, env_params) -> state`` — fresh parameters, environments and memory carries;
-* ``run(state, env_params, num_updates) -> (state, metrics)`` — ``num_updates``
-  updates in a ``lax.scan``, metrics stacked ``[num_updates]``;
-* ``train(key, env_params) -> (state, metrics)`` — ``init`` then ``run`` for the
-  whole budget, ``config.num_updates`` updates.
-
-All three are pure, so ``jax.jit(jax.vmap(trainer.train))`` trains many seeds and
-environment params (e.g. T-Maze corridor lengths, a traced field) in one compiled
-call, and ``jax.jit(trainer.run, static_argnums=2)`` continues a run in chunks.
-For evaluation and the leaderboard a trainer also acts one stream at a time
-(``initialize_carry()``, ``act(params, carry, obs, start, key)``).
-
-:class:`BaseTrainer` implements all of that once. An algorithm subclasses it and
-writes only
-
-* its networks and optimiser (in ``__init__``, from ``self.spec``) and its
-  evaluation policy :meth:`~BaseTrainer.act`,
-* :meth:`~BaseTrainer.init_learner` — what its learning step carries besides the parameters,
-* :meth:`~BaseTrainer.policy_step` — how it acts from ``(acting, carry, obs, start, keys)``
-  for a batch of environments, returning the action, the next carry and the record
-  fields it needs stored (A2C: ``value``, ``log_prob``),
-* :meth:`~BaseTrainer.learn` — its learning step on the collected :class:`Trajectory`,
-
-and, optionally, :meth:`~BaseTrainer.acting` (what the policy acts with during an
-update; DQN adds ε) and :meth:`~BaseTrainer.bootstrap` (record fields computed from
-the observation a time limit cut an episode at; A2C's ``final_value``).
-
-**Collectors.** Experience is collected in exactly two places, both producing
-the same per-step record — ``obs``, ``start``, ``action``, ``reward``,
-``terminated``, ``truncated``, ``next_obs`` (the true next observation, also where
-the episode ended) plus the algorithm's fields — as ``[E, T]`` arrays in a
-:class:`Trajectory`:
-
-* :meth:`BaseTrainer.collect`, a ``lax.scan`` over steps of a functional
-  environment wrapped in :class:`~memgym.envs.functional.EpisodeStatistics`, which
-  the trainer counts episodes with;
-* :class:`memgym.agents.host.HostLoop`, the same steps on a Gymnasium vector env on the host.
-
-Both draw each step's random keys with :meth:`BaseTrainer.step_keys` and act with
-the same jitted policy step, so for the same seed and the same environment
-outcomes they record the same actions.
+A trainer turns a config and a gymnax environment into pure ``init(key, env_params)``,
+``run(state, env_params, num_updates)`` and ``train(key, env_params)``, so
+``jax.jit(jax.vmap(trainer.train))`` trains many seeds and corridor lengths in one call;
+it also acts one stream at a time (``initialize_carry()``, ``act(params, carry, obs, start,
+key)``). :class:`BaseTrainer` implements all of that and the functional collector; an
+algorithm writes its policy step and learning step. How the two collectors (this one
+and :class:`memgym.agents.host.HostLoop`) record the same steps: docs/internals.md.
 """
 
 from __future__ import annotations

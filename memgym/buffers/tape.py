@@ -1,58 +1,11 @@
-"""Tape-based batching (TBB) replay: one ordered tape of transitions (monoid paper §5, App. G).
+"""Tape-based batching (TBB) replay: one ordered tape of transitions (monoid paper §5, Alg. 4–5, App. G).
 
-The tape ``D`` keeps transitions in the order they were collected, each with a
-start flag (True at an episode's first transition). Storage is a ring of fixed
-``capacity`` so every shape is static and :meth:`TapeReplay.add` and
-:meth:`TapeReplay.sample` jit and vmap.
-
-The paper's episode index ``I`` (where each stored episode begins) is kept
-explicitly next to the tape, so neither ``add`` nor ``sample`` has to scan the
-start flags of the whole ring:
-
-* ``TapeState.starts`` is a second ring of ``capacity`` slots holding the *data
-  ring position* of each stored episode's first transition, oldest first from
-  slot ``first_episode`` on, ``num_episodes`` of them (every episode holds at
-  least one transition, so ``capacity`` slots always suffice). Ring positions do
-  not move when the head advances; an episode's *logical* position (0 = oldest
-  stored transition) is ``(starts[·] - head) mod capacity``, which increases
-  along the index.
-* The end of stored episode ``k`` is the start of episode ``k + 1``; the newest
-  episode ends at ``size``.
-* Every counter in the state except the ``added``/``evicted``/``dropped``
-  statistics is a ring index or bounded by ``capacity`` (and no intermediate sum
-  exceeds ``3 · capacity``, within int32 for any capacity below ~7·10^8), so the
-  tape itself runs forever. The statistics are int32 totals and wrap after
-  2**31 − 1 transitions.
-
-Costs, for ``n`` added and ``B`` sampled transitions: ``add`` is
-O(n + log capacity), ``sample`` is O(B); only the views :meth:`episodes` and
-:meth:`ordered` touch the whole ring.
-
-* ``add`` (Alg. 4, eq. 30–34): when the new transitions do not fit, whole oldest
-  episodes are evicted (pop ``I[0]``, drop ``D[:I[1]]``) until they do; the first
-  episode to keep is found by a binary search over the index. An episode may
-  continue across ``add`` calls. Transitions that do not belong to a stored
-  episode (a rollout that starts mid-episode into an empty tape, or the
-  continuation of an episode longer than the whole tape) are dropped at once
-  rather than kept unreachable: the head of the tape is always an episode start.
-  The start flags of the added chunk append their positions to the index. An
-  episode that does not fit in the tape is an error when ``add`` runs eagerly;
-  under ``jit`` it cannot be, and its continuation is dropped and counted in
-  ``TapeState.dropped`` (see :meth:`TapeReplay.add`).
-* ``sample`` (Alg. 5, eq. 35): draw stored episodes uniformly at random (i.i.d.,
-  as Alg. 5 does; §5.2's prose says "without replacement", which would make the
-  chance of an episode depend on the others' lengths) and concatenate them until
-  exactly ``B`` transitions; only the last drawn episode can be cut short. Every
-  stored episode can be drawn, the newest one included (the paper's pseudocode
-  slices ``D[I[i]:I[i+1]]`` and so never reaches the last episode); the newest
-  may still be running. Only the ``B`` drawn episodes' bounds are read from the
-  index. Eagerly, ``B`` larger than the stored transitions is an error; under
-  ``jit`` the batch is filled with repeated episodes (see :meth:`TapeReplay.sample`).
-
-Several independent tapes (one per worker/environment, §5.1: "keep one D, I per
-worker") are a ``jax.vmap`` of ``init``/``add``; :meth:`TapeReplay.sample_stacked`
-samples a batch from all of them: episodes are drawn uniformly among every tape's
-stored episodes, so a batch is the same Alg. 5 draw as from one tape holding them all.
+A ring of ``capacity`` transitions with start flags, in the order collected, and the
+episode index ``I`` kept beside it, so every shape is static and ``add`` (O(n + log
+capacity); evicts whole oldest episodes, eq. 30–34) and ``sample`` (O(B); whole episodes
+drawn uniformly and concatenated to exactly ``B`` transitions, eq. 35) jit and vmap.
+One tape per worker is a ``jax.vmap``; :meth:`TapeReplay.sample_stacked` draws from all
+of them. The ring and index layout and the edge cases: docs/internals.md.
 """
 
 from __future__ import annotations

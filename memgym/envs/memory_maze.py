@@ -1,82 +1,13 @@
 """Memory Maze (Pašukonis et al., ICLR 2023; thesis §5.2.1, Fig. 5.4) as Gymnasium 1.x environments.
 
-Memory Maze is a 3-D navigation task in MuJoCo: the agent, a rolling ball with
-a 64×64 first-person camera, is dropped into a random maze holding 3–6
-coloured target balls. Its current target's colour is shown (as a border around
-the image and as a separate vector); touching that ball gives reward +1 and a
-new target colour is drawn. A good policy has to remember where the balls and
-the walls are, so the return measures long-term memory (thesis §5.2.1).
-
-memgym does not re-implement the task: :class:`MemoryMazeEnv` drives the
-upstream ``memory_maze.tasks`` environments (``memory-maze==1.0.3`` on
-``dm-control==1.0.50`` / MuJoCo 3; ``pip install "memgym[memory-maze]"``) and
-only translates the ``dm_env`` interface into Gymnasium's:
-
-==============  =============================================================
-observation     ``Dict(image=Box(0, 255, (64, 64, 3), uint8),
-                target_color=Box(0, 1, (3,), float32))`` -- upstream's
-                default observation: the image already carries the target
-                colour as a 2-pixel border (``target_color_in_image=True``)
-actions         ``Discrete(6)``: 0 no-op, 1 forward, 2 turn left, 3 turn
-                right, 4 forward + left, 5 forward + right (upstream's
-                discrete action set, 4 control steps per second)
-reward          +1 on a step that touches the current target, else 0
-episode end     never ``terminated``; upstream's time limit ends the
-                episode with ``truncated=True`` after
-                ``EPISODE_STEPS[size]`` steps: 1000 / 2000 / 3000 / 4000
-                for 9x9 / 11x11 / 13x13 / 15x15 (250 / 500 / 750 / 1000
-                simulated seconds at 4 Hz)
-==============  =============================================================
-
-Registered ids: ``memgym/MemoryMaze-9x9-v0``, ``-11x11-``, ``-13x13-``,
-``-15x15-``, with ``max_episode_steps`` set to the upstream episode length (the
-TimeLimit wrapper that ``gymnasium.make`` adds fires on the same step as the
-upstream limit). :func:`register_memory_maze_envs` registers them only when the
-packages are installed, looking them up with ``importlib.util.find_spec``:
-``import memgym`` imports neither dm_control nor MuJoCo.
-
-**Seeding.** Upstream seeds a maze generator once, when the environment is
-built (``memory_maze_9x9(seed=...)``); every later reset draws the next maze
-from that stream, and labmaze's generator cannot be re-seeded in place. So
-``reset(seed=s)`` rebuilds the upstream environment with ``seed=s`` (``s`` in
-``[0, 2**32)``, numpy's ``RandomState`` range), and ``reset()`` without a seed
-continues its stream: the k-th episode after ``reset(seed=s)`` is exactly the
-k-th episode of upstream ``memory_maze_<size>(seed=s)`` under the same
-actions. The first reset without any seed builds it with a seed drawn from the
-env's ``np_random``. A seeded reset costs a rebuild (1.5–3 s on a 2-core CPU)
-on top of the maze compilation every reset pays (1–3 s); the
-:attr:`task_seed` property tells which upstream seed is in use. The upstream
-environment is built lazily, at the first reset, so ``gymnasium.make`` and
-vector-env helpers stay cheap.
-
-**Importing upstream without its ``__init__``.** ``memory_maze/__init__.py``
-imports the legacy ``gym`` package to register gym ids (and re-raises when
-``gym`` is missing; ``gym`` does not work with numpy 2 either). memgym needs
-only ``memory_maze.tasks``, so :func:`load_memory_maze_tasks` puts an empty
-package object for ``memory_maze`` (created from its import spec, so its
-``__path__`` points at the installed package, but with ``__init__.py`` never
-executed) into ``sys.modules`` and then imports the submodule normally; the
-submodules' own ``from memory_maze.maze import ...`` then resolve against that
-package. A ``memory_maze`` that is already imported is used as it is. Side
-effect: a later ``import memory_maze`` in the same process gets that empty
-package (its ``tasks``, ``maze``, ``wrappers`` submodules work; the old gym
-ids are not registered).
-
-**Headless rendering.** dm_control reads ``MUJOCO_GL`` once, when it is first
-imported. :func:`select_mujoco_gl` runs before that: a ``MUJOCO_GL`` set by the
-user is kept; otherwise EGL (GPU, or Mesa's software EGL) and then OSMesa
-(software) are each tried by rendering a tiny model in a subprocess (a failed
-OpenGL platform cannot be unloaded from a process, so probing in-process would
-poison the fallback), and the first that works is written to
-``os.environ["MUJOCO_GL"]`` (so subprocesses, e.g. ``AsyncVectorEnv``
-workers, skip the probe). If neither works a ``RuntimeError`` names the system
-packages to install (``libegl1`` for EGL, ``libosmesa6`` for OSMesa).
-
-Speed: ≈ 25–30 steps/s on a 2-core CPU (MuJoCo physics at 200 Hz plus a 64×64
-render per step); see ``benchmarks/memory_maze_overhead.py`` for the wrapper's
-cost. With OSMesa, call ``close()`` before the interpreter exits: dm_control
-otherwise prints harmless "cannot schedule new futures after shutdown" errors
-while freeing the rendering context.
+:class:`MemoryMazeEnv` drives the upstream ``memory_maze.tasks`` environments
+(``pip install "memgym[memory-maze]"``) and translates ``dm_env`` into Gymnasium:
+``Dict(image=(64, 64, 3) uint8, target_color=(3,))`` observations, ``Discrete(6)``
+actions, reward +1 per target touched, episodes truncated after the upstream length.
+Ids ``memgym/MemoryMaze-{9x9,11x11,13x13,15x15}-v0`` are registered only when the
+packages are installed; ``import memgym`` imports neither dm_control nor MuJoCo. How
+seeding, the import without upstream's ``__init__`` and headless rendering work:
+docs/internals.md.
 """
 
 from __future__ import annotations
@@ -218,7 +149,7 @@ def select_mujoco_gl() -> str:
 def load_memory_maze_tasks() -> ModuleType:
     """Import ``memory_maze.tasks`` without running ``memory_maze/__init__.py``.
 
-    See the module docstring for why and how. Chooses ``MUJOCO_GL`` first.
+    docs/internals.md says why and how. Chooses ``MUJOCO_GL`` first.
     """
     if "memory_maze.tasks" in sys.modules:
         return sys.modules["memory_maze.tasks"]
@@ -247,7 +178,7 @@ def load_memory_maze_tasks() -> ModuleType:
 
 
 class MemoryMazeEnv(gym.Env):
-    """Gymnasium view of an upstream Memory Maze task (thesis §5.2.1). See the module docstring.
+    """Gymnasium view of an upstream Memory Maze task (thesis §5.2.1). docs/internals.md has the details.
 
     Args:
         size: ``"9x9"``, ``"11x11"``, ``"13x13"`` or ``"15x15"`` (maze size without the
