@@ -4,13 +4,12 @@
 * GRU — Cho et al. (2014), *Learning Phrase Representations using RNN
   Encoder–Decoder for Statistical Machine Translation*.
 
-Both are the recurrent baselines of the recurrent-linear-transformers thesis
-(§2.3.1; sizes in Table A.2: LSTM d = 600, GRU d = 680). Each follows the
-memory-model interface of :mod:`memgym.memory`: one stream, a tape
-``x[T, F]`` with start flags ``start[T]``, and a carry that is reset to the
-zero state *before* processing any ``x[t]`` with ``start[t]`` set, so no
-information crosses an episode start. The step is a ``flax.linen`` cell
-lifted over time with ``nn.scan`` (parameters shared by every step).
+The recurrent baselines of the recurrent-linear-transformers thesis (§2.3.1; sizes
+in Table A.2: LSTM d = 600, GRU d = 680). The carry is reset to the zero state
+*before* any ``x[t]`` with ``start[t]`` set, so no information crosses an episode
+start; one flax cell, its parameters shared by every step, is scanned over the tape.
+
+Convention: models return ``(y, carry)`` like all of memgym.memory; flax's cells and ``nn.scan`` bodies are carry-first.
 """
 
 from __future__ import annotations
@@ -28,7 +27,9 @@ Carry = Any
 
 
 class _ResettingStep(nn.Module):
-    """One time step: reset the carry where ``start`` is set, then apply the cell."""
+    """One time step, the body ``nn.scan`` lifts over the tape (carry-first, as ``nn.scan`` requires):
+    ``(carry, (x [F], start [])) -> (carry, h [features])``. Resets the carry where ``start`` is set,
+    then applies the cell."""
 
     cell: type[nn.Module]
     features: int
@@ -37,26 +38,28 @@ class _ResettingStep(nn.Module):
     def __call__(self, carry: Carry, inputs: tuple[jax.Array, jax.Array]) -> tuple[Carry, jax.Array]:
         x, start = inputs
         carry = jax.tree.map(lambda c: jnp.where(start, jnp.zeros_like(c), c), carry)
-        carry, h = self.cell(features=self.features, kernel_init=orthogonal(), recurrent_kernel_init=orthogonal(),
-                                 name="cell")(carry, x)
-        return carry, h
+        cell = self.cell(features=self.features, kernel_init=orthogonal(), recurrent_kernel_init=orthogonal(), name="cell")
+        return cell(carry, x)
 
 
-def _run(module: nn.Module, cell: type[nn.Module], x: jax.Array, start: jax.Array, carry: Carry):
-    """Scan ``cell`` (with resets) over the tape; parameters are broadcast over time."""
-    scanned = nn.scan(
-        _ResettingStep,
-        variable_broadcast="params",
-        split_rngs={"params": False},
-        in_axes=0,
-        out_axes=0,
-    )
-    step = scanned(cell=cell, features=module.features, name="scan", parent=module)
-    carry, y = step(carry, (x, start))
-    return y, carry
+class _RecurrentBaseline(nn.Module):
+    """A flax recurrent ``cell`` scanned over a tape with resets: ``(x [T, F], start [T], carry) -> (y [T, d], carry)``."""
+
+    features: int
+
+    cell: ClassVar[type[nn.Module]]  # the flax cell, carry-first: cell(carry, x) -> (carry, h)
+
+    @nn.compact
+    def __call__(self, x: jax.Array, start: jax.Array, carry: Carry) -> tuple[jax.Array, Carry]:
+        check_positive(features=self.features)
+        x, start = jnp.asarray(x), jnp.asarray(start, bool)
+        check_tape(x, start, self)
+        steps = nn.scan(_ResettingStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+        carry, y = steps(cell=self.cell, features=self.features, name="scan")(carry, (x, start))
+        return y, carry
 
 
-class LSTM(nn.Module):
+class LSTM(_RecurrentBaseline):
     """Long short-term memory (Hochreiter & Schmidhuber, 1997; thesis §2.3.1).
 
     Attributes:
@@ -67,8 +70,7 @@ class LSTM(nn.Module):
     returns ``(y [T, d], carry)`` with ``y[t] = h_t``.
     """
 
-    features: int
-
+    cell: ClassVar[type[nn.Module]] = nn.OptimizedLSTMCell
     # x[T, F] first meets the cell's input-gate kernel [F, features] (see validation.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ii", "kernel"), 0)
 
@@ -78,17 +80,8 @@ class LSTM(nn.Module):
         zeros = jnp.zeros((self.features,), jnp.float32)
         return zeros, zeros
 
-    @nn.compact
-    def __call__(
-        self, x: jax.Array, start: jax.Array, carry: tuple[jax.Array, jax.Array]
-    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        check_positive(features=self.features)
-        x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start, self)
-        return _run(self, nn.OptimizedLSTMCell, x, start, carry)
 
-
-class GRU(nn.Module):
+class GRU(_RecurrentBaseline):
     """Gated recurrent unit (Cho et al., 2014; thesis §2.3.1).
 
     Attributes:
@@ -99,8 +92,7 @@ class GRU(nn.Module):
     with ``y[t] = h_t``.
     """
 
-    features: int
-
+    cell: ClassVar[type[nn.Module]] = nn.GRUCell
     # x[T, F] first meets the cell's reset-gate kernel [F, features] (see validation.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ir", "kernel"), 0)
 
@@ -108,10 +100,3 @@ class GRU(nn.Module):
         """The zero hidden state ``h [features]``; needs no parameters."""
         check_positive(features=self.features)
         return jnp.zeros((self.features,), jnp.float32)
-
-    @nn.compact
-    def __call__(self, x: jax.Array, start: jax.Array, carry: jax.Array) -> tuple[jax.Array, jax.Array]:
-        check_positive(features=self.features)
-        x, start = jnp.asarray(x), jnp.asarray(start, bool)
-        check_tape(x, start, self)
-        return _run(self, nn.GRUCell, x, start, carry)
