@@ -1,7 +1,7 @@
 """memgym.leaderboard: boards that score any agent, by track, with harness-owned counting.
 
-What a board is (data): :mod:`.track` (``Track``, ``Sweep``, ``Score``, ``Preset``) and the
-registered tracks in :mod:`.tracks` (T-Maze; POPGym RepeatPrevious). What an agent is:
+What a board is (data): :mod:`.tracks` (``Track``, ``Sweep``, ``Score``, ``Preset`` and the
+registered tracks: T-Maze; POPGym RepeatPrevious). What an agent is:
 :mod:`.protocol` (the two tiers, ``AgentContext``, loading a submission). A run:
 :mod:`.runner` (the driver) → :mod:`.planning` (the missing cells, as :mod:`.cells` tasks) →
 :mod:`.jax_tier` / :mod:`.any_tier` (train and evaluate; :mod:`.scoring` counts JAX-tier

@@ -29,7 +29,7 @@ from memgym.leaderboard.cells import (CURVE_POINTS, NUM_ENVS, CellFailure, Task,
                                       describe_code, failure_reason)
 from memgym.leaderboard import progress
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
+from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> list[dict[str, Any]]:

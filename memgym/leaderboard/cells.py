@@ -23,7 +23,7 @@ from typing import Any
 
 from memgym.leaderboard.protocol import entry_points, parse_spec
 from memgym.leaderboard.store import provenance
-from memgym.leaderboard.track import Preset, Track
+from memgym.leaderboard.tracks import Preset, Track
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
 NUM_ENVS = 8  # what a factory is told in a run; the any-framework tier's vector env has as many envs

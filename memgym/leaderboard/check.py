@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.protocol import initialize_carry, load_factory, tier
-from memgym.leaderboard.track import Track
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Track
 from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT
 from memgym.validation import check_positive
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from memgym.leaderboard.cells import NUM_ENVS, Task, cell_record, describe_agent, describe_code, failure_reason
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.track import EVALUATION_SEED, Preset, Track
+from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,

@@ -28,7 +28,7 @@ from memgym.leaderboard.cells import NUM_ENVS, Task, describe_agent, describe_co
 from memgym.leaderboard.cells import version_label
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.track import Preset, Track
+from memgym.leaderboard.tracks import Preset, Track
 
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from memgym.leaderboard.cells import Task
-from memgym.leaderboard.track import Track
+from memgym.leaderboard.tracks import Track
 
 
 QUIET_SECONDS = 30.0  # the longest a training task goes without a progress line while reports come in

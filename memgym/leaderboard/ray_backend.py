@@ -37,7 +37,7 @@ from typing import Any
 
 from memgym.leaderboard.cells import Task, cell_record, failure_reason
 from memgym.leaderboard.runner import execute
-from memgym.leaderboard.track import Preset
+from memgym.leaderboard.tracks import Preset
 
 
 def _import_ray():

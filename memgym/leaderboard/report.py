@@ -34,8 +34,7 @@ import numpy as np
 from memgym.leaderboard.cells import version_label
 from memgym.leaderboard.stats import summarize
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.track import Track
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Track
 
 
 def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:

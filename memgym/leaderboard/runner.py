@@ -33,8 +33,7 @@ from memgym.leaderboard.planning import plan
 from memgym.leaderboard.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.track import Preset, Track
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Preset, Track
 
 
 def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = TMAZE,

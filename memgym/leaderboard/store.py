@@ -105,7 +105,7 @@ class ResultsStore:
     ``value_key`` (the record field of the swept value, ``"corridor_length"``), ``values_key`` (the budget's
     field of its values, ``"corridor_lengths"``) and ``score_key`` (the score's field in ``train`` and
     ``eval``, ``"success_rate"``), when given, are checked in every record read (:meth:`Track.store
-    <memgym.leaderboard.track.Track.store>` gives them).
+    <memgym.leaderboard.tracks.Track.store>` gives them).
     """
 
     def __init__(self, root: str | os.PathLike, prefix: str = "L", value_key: str | None = None,

@@ -1,4 +1,9 @@
-"""The leaderboard's tracks, one board each. A new track is a new entry here (see :class:`Track`).
+"""What a board scores: the :class:`Track` type and the built-in tracks, one board each.
+
+A track is data: an environment family, the parameter swept across the board's
+columns (:class:`Sweep`), the per-episode outcome it ranks by (:class:`Score`)
+and its named budgets (:class:`Preset`); the harness builds everything else from
+these fields. A new track is a new entry of :data:`TRACKS`:
 
 * ``tmaze`` (default): T-Maze success rate across corridor lengths (thesis §5.1), both tiers.
 * ``popgym-repeat-previous``: POPGym RepeatPrevious normalised return across Easy / Medium /
@@ -7,11 +12,256 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
 from memgym.envs import tmaze
-from memgym.leaderboard.track import Preset, Score, Sweep, Track
+from memgym.leaderboard.protocol import AgentContext
+from memgym.leaderboard.store import ResultsStore
+from memgym.validation import check_positive
+
+# Evaluation episodes use fixed seeds derived from this and the swept value only,
+# so every agent of a tier faces the same evaluation episodes.
+EVALUATION_SEED = 2_000_003
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """The per-episode outcome a board ranks by, read from the ``info`` of the step that ends an episode.
+
+    Attributes:
+        key: the ``info`` entry (``"success"``, ``"normalized_return"``).
+        name: the record key of its mean over episodes (``"success_rate"``).
+        total: the record key of its sum over episodes (``"successes"``); ``window_<total>`` sums
+            the episodes that end in the training window.
+        label: its name in progress lines and plots (``"success"``).
+        counted: a yes/no outcome, summed as an integer count; otherwise a number summed as a float.
+        bounds: the range of the per-episode value (the plots' limits).
+        chance: what a random policy scores (a dotted line on the plot), or None.
+        solved: a value counts as solved when the lower 95% bound of its score reaches this; the
+            board's ``<short>*`` column (T-Maze ``L*``) names the last solved value. None: no column.
+    """
+
+    key: str
+    name: str
+    total: str
+    label: str
+    counted: bool = True
+    bounds: tuple[float, float] = (0.0, 1.0)
+    chance: float | None = None
+    solved: float | None = None
+
+    def number(self, value: Any) -> int | float:
+        """A per-episode value or a sum of them, as the record stores it."""
+        return int(value) if self.counted else float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """The parameter a board varies across its columns.
+
+    Attributes:
+        name: the record key of a cell's value (``"corridor_length"``).
+        plural: the key of a budget's values in a record's ``preset`` (``"corridor_lengths"``).
+        short: prefix of columns (``L=4``) and of the store's directories (``L4``); ``""`` shows
+            the bare value.
+        choices: the allowed values in order, or None for integers (ordered by size).
+    """
+
+    name: str
+    plural: str
+    short: str = ""
+    choices: tuple[Any, ...] | None = None
+
+    def index(self, value: Any) -> int:
+        """The integer of a value: seeds derive from it and columns are ordered by it."""
+        return int(value) if self.choices is None else self.choices.index(value)
+
+    def parse(self, text: str) -> Any:
+        """A value given on the command line."""
+        if self.choices is not None:
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{self.name} must be an integer, got {text!r}") from None
+
+    def column(self, value: Any) -> str:
+        return f"{self.short}={value}" if self.short else str(value)
+
+    def columns(self, values: Sequence[Any]) -> str:
+        return self.column(",".join(map(str, values)))
+
+    @property
+    def header(self) -> str:
+        """The name of the value in table headers (``L``, ``difficulty``)."""
+        return self.short or self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A budget of a track.
+
+    Attributes:
+        name: the preset's name (a changed grid is named ``<name>+custom``).
+        values: the values of the track's swept parameter (T-Maze: corridor lengths).
+        seeds: training seeds per value (seeds ``0 … seeds−1``).
+        total_steps: training budget per cell, in environment steps.
+        train_window: training score is measured over the last ``train_window`` steps (thesis: 100K).
+        eval_episodes: post-training evaluation episodes per cell.
+        max_episode_steps: an episode's time limit (a timeout is a finished episode; in T-Maze a
+            failure); None: the environment's own episode end.
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    seeds: int
+    total_steps: int
+    train_window: int
+    eval_episodes: int
+    max_episode_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", tuple(self.values))
+        if not self.values:
+            raise ValueError("a preset must name at least one value of the swept parameter")
+        check_positive(seeds=self.seeds, total_steps=self.total_steps, train_window=self.train_window,
+                       eval_episodes=self.eval_episodes)
+        if self.max_episode_steps is not None:
+            check_positive(max_episode_steps=self.max_episode_steps)
+        if self.train_window > self.total_steps:
+            raise ValueError(f"train_window={self.train_window} exceeds total_steps={self.total_steps}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Track:
+    """One leaderboard: an environment family, the swept parameter, the score and the budgets.
+
+    Attributes:
+        name: the ``--track`` name.
+        title: the board's title (``"T-Maze"``).
+        sweep, score: see :class:`Sweep`, :class:`Score`.
+        make_env: ``make_env(value, max_episode_steps)`` -> the Gymnasium env of one cell (the
+            any-framework tier's vector env holds copies; its spaces are the agents' spaces).
+        presets: the named budgets; ``default_preset`` is the one ``run`` uses when none is named.
+        legend: the board's explanation of its columns.
+        reading: one sentence under the board saying how to read it.
+        results_dir, report_dir: default directories of the results store and of ``report``.
+        check_cell: ``(value, max_episode_steps)`` of the small cell ``memgym leaderboard check`` uses.
+        check_value: ``check_value(value, max_episode_steps)`` raises ``ValueError`` for a cell
+            the environment cannot have (beyond ``sweep.choices``), or None.
+        jax_env: ``jax_env()`` -> the functional JAX env (the JAX tier trains on it), or None: the
+            track accepts any-framework agents only. Its ``info`` must carry a boolean ``score.key``.
+        jax_params: ``jax_params(values, max_episode_steps)`` -> the functional env's params of a
+            batch of cells (a leading axis over ``values``).
+    """
+
+    name: str
+    title: str
+    sweep: Sweep
+    score: Score
+    make_env: Callable[[Any, int | None], Any]
+    presets: Mapping[str, Preset]
+    default_preset: str
+    legend: str
+    reading: str
+    results_dir: str
+    report_dir: str
+    check_cell: tuple[Any, int | None]
+    check_value: Callable[[Any, int | None], None] | None = None
+    jax_env: Callable[[], Any] | None = None
+    jax_params: Callable[[Sequence[Any], int | None], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.default_preset not in self.presets:
+            raise ValueError(f"track {self.name!r}: default_preset {self.default_preset!r} is not one of its presets")
+        if self.jax_env is not None and (self.jax_params is None or not self.score.counted):
+            raise ValueError(f"track {self.name!r}: a JAX env needs jax_params and a yes/no score (ScoredEnv counts it)")
+        for budget in self.presets.values():
+            self.check(budget)
+
+    @property
+    def tiers(self) -> tuple[str, ...]:
+        return ("jax", "any") if self.jax_env is not None else ("any",)
+
+    def accept(self, kind: str, spec: str) -> None:
+        """Raise ``ValueError`` when agent ``spec`` is of a tier this track does not run."""
+        if kind not in self.tiers:
+            names = {"jax": "JAX-tier", "any": "any-framework"}
+            raise ValueError(
+                f"agent {spec!r} is a {names[kind]} agent, but track {self.name!r} runs "
+                f"{' and '.join(names[t] for t in self.tiers)} agents only (it has no functional JAX environment); "
+                f"see docs/submitting.md"
+            )
+
+    def check(self, budget: Preset) -> None:
+        """Raise ``ValueError`` for a budget with a value the environment cannot take."""
+        for value in budget.values:
+            if self.sweep.choices is not None and value not in self.sweep.choices:
+                raise ValueError(f"{self.sweep.name} must be one of {', '.join(map(str, self.sweep.choices))}, "
+                                 f"got {value!r}")
+            if self.check_value is not None:
+                self.check_value(value, budget.max_episode_steps)
+        if self.jax_env is not None and budget.max_episode_steps is None:
+            raise ValueError(f"track {self.name!r}: preset {budget.name!r} needs max_episode_steps (the JAX tier's "
+                             f"evaluation runs that many steps)")
+
+    def preset(self, name: str | None = None, **overrides: Any) -> Preset:
+        """A named preset (default: ``default_preset``) with some fields replaced (``None`` values are ignored)."""
+        name = name or self.default_preset
+        if name not in self.presets:
+            raise ValueError(f"unknown preset {name!r} of track {self.name!r}; choose one of {', '.join(self.presets)}")
+        base = self.presets[name]
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        if "total_steps" in overrides and "train_window" not in overrides:
+            # a shorter budget measures training success over its last fifth at most
+            overrides["train_window"] = min(base.train_window, max(1, overrides["total_steps"] // 5))
+        if "values" in overrides:
+            overrides["values"] = tuple(overrides["values"])
+        budget = dataclasses.replace(base, **overrides)
+        if budget != base:  # a custom grid is never mistaken for the named preset on a board
+            budget = dataclasses.replace(budget, name=f"{name}+custom")
+        self.check(budget)
+        return budget
+
+    def budget_record(self, budget: Preset) -> dict[str, Any]:
+        """A budget as records store it (``values`` under the sweep's ``plural`` name)."""
+        record = dataclasses.asdict(budget)
+        record[self.sweep.plural] = record.pop("values")
+        return record
+
+    def spaces(self, value: Any = None) -> tuple[Any, Any]:
+        """Observation and action space of the env of a cell (default: the ``check_cell``'s)."""
+        env = self.make_env(self.check_cell[0] if value is None else value, None)
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+
+    def context(self, *, num_envs: int = 8, seed: int = 0, total_steps: int = 0, value: Any = None) -> AgentContext:
+        """What a factory is told; ``value`` is the cell's value of the swept parameter (None: every value)."""
+        observation_space, action_space = self.spaces(value)
+        return AgentContext(observation_space=observation_space, action_space=action_space, num_envs=num_envs,
+                            seed=seed, total_steps=total_steps, track=self.name, parameter=self.sweep.name,
+                            parameter_value=value)
+
+    def store(self, root: Any) -> ResultsStore:
+        return ResultsStore(root, prefix=self.sweep.short, value_key=self.sweep.name, values_key=self.sweep.plural,
+                            score_key=self.score.name)
+
+    def records(self, store: ResultsStore) -> Iterator[dict[str, Any]]:
+        """The store's records; ``ValueError`` for one of another track (each track has its own directory)."""
+        for record in store.records():
+            if self.sweep.name not in record:
+                raise ValueError(f"{record['path']} is not a result of track {self.name!r} (it has no "
+                                 f"{self.sweep.name!r}); give each track its own --results directory")
+            yield record
+
+
+# --- the built-in tracks ---------------------------------------------------------------------
 
 
 def _presets(*presets: Preset) -> dict[str, Preset]:

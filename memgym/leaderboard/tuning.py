@@ -24,8 +24,7 @@ from typing import Any
 
 from memgym.leaderboard import report, runner
 from memgym.leaderboard.protocol import agent_id, parse_spec
-from memgym.leaderboard.track import Preset, Track
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Preset, Track
 
 #: Table A.1: the learning rates and entropy coefficients the thesis sweeps for every T-Maze agent.
 THESIS_GRID: dict[str, tuple[float, ...]] = {

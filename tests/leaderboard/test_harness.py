@@ -15,8 +15,7 @@ from memgym.leaderboard.check import check_agent
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.track import Preset
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Preset
 
 TINY = dict(values=(2, 3), seeds=2, total_steps=4096, train_window=1024, eval_episodes=8,
             max_episode_steps=20)

@@ -14,8 +14,7 @@ import pytest
 from memgym.cli import main
 from memgym.leaderboard import report, runner
 from memgym.leaderboard.store import ResultsStore
-from memgym.leaderboard.track import Preset
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Preset
 
 from . import agents_for_tests
 
@@ -289,7 +288,7 @@ def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path):
 SHARDED = """
 import sys
 from memgym.leaderboard import runner
-from memgym.leaderboard.track import Preset
+from memgym.leaderboard.tracks import Preset
 budget = Preset("tiny", (4, 8), seeds=1, total_steps=40_000, train_window=1000, eval_episodes=4, max_episode_steps=40)
 runner.run(["tests.leaderboard.agents_for_tests:random_turn"], budget, sys.argv[1], log=print)
 """

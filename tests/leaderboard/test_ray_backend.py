@@ -23,8 +23,7 @@ ray = pytest.importorskip("ray")
 from memgym.leaderboard import report, runner  # noqa: E402
 from memgym.leaderboard.ray_backend import RayBackend  # noqa: E402
 from memgym.leaderboard.store import ResultsStore  # noqa: E402
-from memgym.leaderboard.track import Preset  # noqa: E402
-from memgym.leaderboard.tracks import TMAZE  # noqa: E402
+from memgym.leaderboard.tracks import TMAZE, Preset  # noqa: E402
 
 from .test_harness import TINY, OracleAgent  # noqa: E402
 

@@ -20,8 +20,7 @@ import jax
 from memgym.leaderboard import runner
 from memgym.leaderboard.jax_tier import JaxCells
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.track import Preset
-from memgym.leaderboard.tracks import TMAZE
+from memgym.leaderboard.tracks import TMAZE, Preset
 budget = Preset("tiny", **json.loads(sys.argv[2]))
 store = runner.run([sys.argv[3]], budget, sys.argv[1], log=lambda line: None)
 agent = load_factory(sys.argv[3])(TMAZE.context())  # the batch the runner would build for the whole grid

@@ -12,8 +12,7 @@ import pytest
 from memgym.cli import main
 from memgym.leaderboard import report, runner
 from memgym.leaderboard.check import check_agent
-from memgym.leaderboard.track import Preset
-from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE, TRACKS, get
+from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE, TRACKS, Preset, get
 
 pytest.importorskip("popgym")
 

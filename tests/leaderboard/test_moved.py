@@ -1,0 +1,32 @@
+"""Old import paths of moved leaderboard names keep working until memgym 0.3, with a warning naming the new path."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+MOVED = [
+    ("memgym.leaderboard.track", name, "memgym.leaderboard.tracks")
+    for name in ("EVALUATION_SEED", "Preset", "Score", "Sweep", "Track")
+]
+
+
+@pytest.mark.parametrize(("old", "name", "new"), MOVED)
+def test_an_old_path_warns_and_gives_the_same_object(old, name, new):
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} moved to {new}\.{name}; import it from {new}"):
+        found = getattr(module, name)
+    assert found is getattr(importlib.import_module(new), name)
+
+
+def test_from_import_of_an_old_path_warns():
+    with pytest.warns(DeprecationWarning, match="memgym.leaderboard.track.Preset moved to memgym.leaderboard.tracks"):
+        from memgym.leaderboard.track import Preset
+    assert Preset.__module__ == "memgym.leaderboard.tracks"
+
+
+def test_a_name_that_never_was_there_is_an_attribute_error():
+    module = importlib.import_module("memgym.leaderboard.track")
+    with pytest.raises(AttributeError, match="module 'memgym.leaderboard.track' has no attribute 'Tracks'"):
+        module.Tracks  # noqa: B018
