@@ -40,6 +40,7 @@ import jax.numpy as jnp
 
 from memgym.buffers.rollout import Rollout
 from memgym.memory.monoid import Monoid, ScanMethod, scan_monoid
+from memgym.validation import check_real
 
 #: ``(a, b) • (a', b') = (a a', b + a b')`` — composition of affine maps ``X ↦ b + a X``.
 AFFINE_MONOID = Monoid(
@@ -49,8 +50,9 @@ AFFINE_MONOID = Monoid(
 
 
 def _check_unit_interval(name: str, value: float) -> None:
-    if isinstance(value, (int, float)) and not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    """A Python number must be in [0, 1]; a traced one (a vmapped sweep) is the caller's to check."""
+    if isinstance(value, (int, float)):
+        check_real(name, value, 0.0, 1.0)
 
 
 def _check_tape(**arrays: jax.Array) -> int:

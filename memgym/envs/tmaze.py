@@ -33,12 +33,13 @@ pure-JAX twin with identical dynamics.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from memgym.validation import check_int
 
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
 ACTION_NAMES = ("up", "down", "left", "right")
@@ -52,12 +53,6 @@ DEFAULT_NUM_DISTRACTORS = 6
 DEFAULT_MAX_EPISODE_STEPS = 1000
 
 
-def _require_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    return int(value)
-
-
 def validate_config(
     corridor_length: Any,
     num_distractors: Any = DEFAULT_NUM_DISTRACTORS,
@@ -68,20 +63,11 @@ def validate_config(
 
     Raises ``ValueError`` naming the argument, its value and the allowed range.
     """
-    gray_bits = _require_int("gray_bits", gray_bits)
-    if not 1 <= gray_bits <= 30:
-        raise ValueError(f"gray_bits must be in [1, 30], got {gray_bits}")
-    corridor_length = _require_int("corridor_length", corridor_length)
-    if not 1 <= corridor_length <= 2**gray_bits:
-        raise ValueError(
-            f"corridor_length must be in [1, 2**gray_bits] = [1, {2**gray_bits}], got {corridor_length}"
-        )
-    num_distractors = _require_int("num_distractors", num_distractors)
-    if num_distractors < 0:
-        raise ValueError(f"num_distractors must be >= 0, got {num_distractors}")
-    max_episode_steps = _require_int("max_episode_steps", max_episode_steps)
-    if max_episode_steps < 1:
-        raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    gray_bits = check_int("gray_bits", gray_bits, 1, 30)
+    corridor_length = check_int("corridor_length", corridor_length, 1, 2**gray_bits,
+                                why=f"2**gray_bits positions with gray_bits={gray_bits}")
+    num_distractors = check_int("num_distractors", num_distractors, low=0)
+    max_episode_steps = check_int("max_episode_steps", max_episode_steps, low=1)
     return corridor_length, num_distractors, gray_bits, max_episode_steps
 
 
