@@ -25,11 +25,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from memgym.leaderboard.cells import (CURVE_POINTS, NUM_ENVS, CellFailure, Task, cell_record, describe_agent,
-                                      describe_code, failure_reason)
 from memgym.leaderboard import progress
+from memgym.leaderboard.code_identity import describe_agent, describe_code
+from memgym.leaderboard.planning import NUM_ENVS, Task
 from memgym.leaderboard.protocol import load_factory
+from memgym.leaderboard.store import CURVE_POINTS, cell_record, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
+
+
+class CellFailure(Exception):
+    """The agent broke a rule of the harness (invalid actions, NaN, too slow); the cell is recorded as failed."""
 
 
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> list[dict[str, Any]]:

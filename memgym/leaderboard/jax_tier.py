@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.cells import NUM_ENVS, Task, cell_record, describe_agent, describe_code, failure_reason
+from memgym.leaderboard.code_identity import describe_agent, describe_code
+from memgym.leaderboard.planning import NUM_ENVS, Task
 from memgym.leaderboard.protocol import load_factory
+from memgym.leaderboard.store import cell_record, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 

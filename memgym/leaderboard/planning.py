@@ -1,4 +1,4 @@
-"""Plan a run: the :class:`~memgym.leaderboard.cells.Task` s that fill every cell not stored yet.
+"""Plan a run: the :class:`Task` s that fill every cell not stored yet.
 
 Every agent is loaded first, so an unimportable submission, or a factory that
 returns something of no known tier or of a tier the track does not run, raises
@@ -8,7 +8,7 @@ with the reason, and the other agents run.
 
 **Versions.** The cells of one row of the board come from one version of the
 agent's code and config. A version is identified by the hash of the agent's code
-(:func:`~memgym.leaderboard.cells.describe_code`) and its config; the cells a
+(:func:`~memgym.leaderboard.code_identity.describe_code`) and its config; the cells a
 run adds to a store count for the stored version with the same identity. When
 the agent changed since its cells were stored, the run stops with a message
 that offers the two ways on: a new results directory, or ``new_version=True``
@@ -19,16 +19,49 @@ have the same budget (each budget has its own results directory).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from memgym.leaderboard.cells import NUM_ENVS, Task, describe_agent, describe_code, failure_reason, legacy_code_hash
-from memgym.leaderboard.cells import version_label
+from memgym.leaderboard.code_identity import describe_agent, describe_code, legacy_code_hash
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
-from memgym.leaderboard.store import ResultsStore
+from memgym.leaderboard.store import ResultsStore, failure_reason
 from memgym.leaderboard.tracks import Preset, Track
+
+NUM_ENVS = 8  # what a factory is told in a run; the any-framework tier's vector env has as many envs
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One unit of work: some ``(value, seed)`` cells of one agent on one track.
+
+    Any tier: one cell. JAX tier: the missing seeds of one value, or of the whole
+    grid (``plan(..., whole_grid=True)``), trained in one vmapped call.
+    """
+
+    spec: str
+    kind: str  # "jax" | "any" | "unknown" (the factory raised before its tier was known)
+    cells: tuple[tuple[Any, int], ...]
+    track: Track
+    version: int = 1  # the agent's version these cells are recorded as (a new one per change of code or config)
+    reason: str | None = None  # set: every cell fails with this reason without running (the factory raised)
+
+    @property
+    def label(self) -> str:
+        """The agent as the board names it: its spec, ``spec@v<n>`` from version 2 on."""
+        return version_label(self.spec, self.version)
+
+    def describe(self) -> str:
+        values = sorted({value for value, _ in self.cells}, key=self.track.sweep.index)
+        seeds = sorted({seed for _, seed in self.cells})
+        return f"[{self.label}] {self.track.sweep.columns(values)} seeds {seeds}"
+
+
+def version_label(spec: str, version: int) -> str:
+    """``spec`` for an agent's first version, ``spec@v<n>`` for later ones."""
+    return spec if version == 1 else f"{spec}@v{version}"
 
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from memgym.leaderboard.cells import Task
+from memgym.leaderboard.planning import Task
 from memgym.leaderboard.tracks import Track
 
 

@@ -1,6 +1,6 @@
 """Run leaderboard tasks on a Ray cluster (``memgym leaderboard run --backend ray``).
 
-Each :class:`~memgym.leaderboard.cells.Task` becomes one Ray task that calls
+Each :class:`~memgym.leaderboard.planning.Task` becomes one Ray task that calls
 :func:`~memgym.leaderboard.runner.execute` on a worker and returns the task's
 records. The driver (the ``memgym leaderboard run`` process) collects them with
 ``ray.wait`` as they finish and alone writes them to the results store, so the
@@ -35,8 +35,9 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memgym.leaderboard.cells import Task, cell_record, failure_reason
+from memgym.leaderboard.planning import Task
 from memgym.leaderboard.runner import execute
+from memgym.leaderboard.store import cell_record, failure_reason
 from memgym.leaderboard.tracks import Preset
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.cells import version_label
+from memgym.leaderboard.planning import version_label
 from memgym.leaderboard.stats import summarize
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Track

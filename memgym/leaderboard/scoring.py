@@ -47,8 +47,8 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from memgym.envs.functional import EpisodeStatistics, StatefulWrapper
-from memgym.leaderboard.cells import CURVE_POINTS
 from memgym.leaderboard.protocol import initialize_carry
+from memgym.leaderboard.store import CURVE_POINTS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The results store: one JSON file per result of an (agent, swept value, seed) cell, append-only.
+"""The record of a cell (:func:`cell_record`) and the results store: one JSON file per result of an
+(agent, swept value, seed) cell, append-only.
 
 Layout: ``<root>/<agent id>/<prefix><value>/seed<seed>.json`` for a cell's first
 result (T-Maze: ``L<corridor length>/``), ``seed<seed>.r<n>.json`` for later ones
@@ -41,10 +42,47 @@ import tempfile
 from importlib import metadata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from memgym.leaderboard.planning import Task
+    from memgym.leaderboard.tracks import Preset
 
 SCHEMA_VERSION = 1
+CURVE_POINTS = 20  # learning-curve bins per training run
+
+
+def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
+                train: dict | None = None, evaluation: dict | None = None,
+                reason: str | None = None) -> dict[str, Any]:
+    """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed."""
+    track = task.track
+    record: dict[str, Any] = {
+        "agent": task.spec,
+        "version": task.version,
+        "agent_info": agent,
+        "tier": task.kind,
+        track.sweep.name: cell[0],
+        "seed": cell[1],
+        "preset": track.budget_record(budget),
+        "status": "ok" if reason is None else "failed",
+        "wall_time_s": seconds,
+        "provenance": provenance(),
+    }
+    if reason is not None:
+        record["reason"] = reason
+    else:
+        score = track.score
+        window = train[f"window_{score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
+        record["train"] = dict(train, **{score.name: window})
+        record["eval"] = evaluation
+    return record
+
+
+def failure_reason(error: BaseException) -> str:
+    """An exception as a failed record's reason: its type and first line."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")[:500]
 
 
 def provenance() -> dict[str, Any]:

@@ -6,10 +6,16 @@ import importlib
 
 import pytest
 
-MOVED = [
-    ("memgym.leaderboard.track", name, "memgym.leaderboard.tracks")
-    for name in ("EVALUATION_SEED", "Preset", "Score", "Sweep", "Track")
-]
+NEW_HOMES = {
+    "memgym.leaderboard.track": {"memgym.leaderboard.tracks": ("EVALUATION_SEED", "Preset", "Score", "Sweep", "Track")},
+    "memgym.leaderboard.cells": {
+        "memgym.leaderboard.planning": ("NUM_ENVS", "Task", "version_label"),
+        "memgym.leaderboard.store": ("CURVE_POINTS", "cell_record", "failure_reason"),
+        "memgym.leaderboard.code_identity": ("code_hash", "code_modules", "describe_agent", "describe_code"),
+        "memgym.leaderboard.any_tier": ("CellFailure",),
+    },
+}
+MOVED = [(old, name, new) for old, homes in NEW_HOMES.items() for new, names in homes.items() for name in names]
 
 
 @pytest.mark.parametrize(("old", "name", "new"), MOVED)

@@ -1,0 +1,150 @@
+"""The code identity of a submission: which code an agent is (:func:`describe_code`), with its config
+(:func:`describe_agent`).
+
+The hash covers the factory's module and every module of its own package that it imports, read
+from the source files (:func:`code_modules`); a run compares it with the stored records' to tell
+versions of an agent apart (:mod:`~memgym.leaderboard.planning`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import hashlib
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memgym.leaderboard.protocol import entry_points, parse_spec
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
+
+
+def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
+    """Which code an agent is: its spec, factory, installed package and the hash of its code (:func:`code_hash`)."""
+    module_name = getattr(factory, "__module__", None) or "?"
+    info: dict[str, Any] = {"spec": spec, "factory": f"{module_name}:{getattr(factory, '__qualname__', '?')}"}
+    entry = entry_points().get(parse_spec(spec)[0])
+    if entry is not None and entry.dist is not None:
+        info["package"] = f"{entry.dist.name} {entry.dist.version}"
+    modules = code_modules(module_name)
+    if modules:
+        info["code_sha256"] = code_hash(modules)
+        info["code_modules"] = modules
+    return info
+
+
+def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
+    """:func:`describe_code` plus the agent's ``config`` dataclass, when it has one."""
+    info = describe_code(spec, factory)
+    config = getattr(agent, "config", None)
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        info["config"] = dataclasses.asdict(config)
+    return info
+
+
+def code_hash(modules: dict[str, str]) -> str:
+    """One SHA-256 (hex) over the per-module hashes of :func:`code_modules`."""
+    text = "".join(f"{name}\0{digest}\n" for name, digest in sorted(modules.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def legacy_code_hash(module_name: str) -> str | None:
+    """What memgym 0.1's records stored as ``code_sha256``: 16 hex digits of the factory module's source."""
+    try:
+        return hashlib.sha256(inspect.getsource(sys.modules[module_name]).encode()).hexdigest()[:16]
+    except (KeyError, TypeError, OSError):
+        return None
+
+
+def code_modules(module_name: str) -> dict[str, str]:
+    """SHA-256 (hex) of the source of every module of the agent's own code, by module name.
+
+    The agent's code is the factory's module and, transitively, every module of
+    the same top-level package that it imports (``import``/``from … import``
+    statements anywhere in the source, function bodies included, relative ones
+    resolved) or names in a string (``"pkg.module:Class"``, the entries of a
+    registry that imports by name), together with the packages (``__init__``)
+    that Python runs on the way, as far as their source files exist. The set is read from the sources,
+    not from ``sys.modules``, so it does not depend on what else the process
+    imported before or imports later (a lazy import inside ``train`` counts from
+    the start). Modules imported by a name computed at run time are not followed.
+    """
+    top = module_name.split(".")[0]
+    roots = _package_roots(top)
+    if roots is None:
+        return {}
+    found: dict[str, str] = {}
+    pending = [module_name]
+    while pending:
+        name = pending.pop()
+        if name in found or not (name == top or name.startswith(top + ".")):
+            continue
+        path = _module_file(name, top, roots)
+        if path is None:
+            continue
+        digest, imports, is_package = _read_module(str(path), *_stamp(path))
+        found[name] = digest
+        package = name if is_package else name.rpartition(".")[0]
+        parts = name.split(".")
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages Python runs first
+        for level, target, names in imports:
+            if level:  # relative: from the module's package, ``level - 1`` packages up
+                base = package.split(".")
+                base = base[: len(base) - (level - 1)] if level > 1 else base
+                target = ".".join([*base, *([target] if target else [])])
+            pending.append(target)
+            pending += [f"{target}.{n}" for n in names]  # ``from pkg import module`` imports a module
+    return found
+
+
+def _package_roots(top: str) -> tuple[list[Path], bool] | None:
+    """The directories of the top-level package (or the file of a top-level module), from its imported module."""
+    module = sys.modules.get(top)
+    if module is None:
+        return None
+    if getattr(module, "__path__", None):
+        return [Path(p) for p in module.__path__], True
+    file = getattr(module, "__file__", None)
+    return ([Path(file)], False) if file else None
+
+
+def _module_file(name: str, top: str, roots: tuple[list[Path], bool]) -> Path | None:
+    paths, is_package = roots
+    if not is_package:
+        return paths[0] if name == top and paths[0].suffix == ".py" and paths[0].is_file() else None
+    rest = name.split(".")[1:]
+    for root in paths:
+        for candidate in (root.joinpath(*rest, "__init__.py"), root.joinpath(*rest).with_suffix(".py") if rest
+                          else None):
+            if candidate is not None and candidate.is_file():
+                return candidate
+    return None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_mtime_ns, status.st_size
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_module(path: str, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[int, str, tuple[str, ...]], ...], bool]:
+    """A source file's SHA-256 and its imports ``(level, module, names)``; cached per file version."""
+    source = Path(path).read_bytes()
+    imports: list[tuple[int, str, tuple[str, ...]]] = []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Import):
+            imports += [(0, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            imports.append((node.level, node.module or "", tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.match(node.value):
+            imports.append((0, node.value.partition(":")[0], ()))  # "pkg.module:attr" of a registry
+    return hashlib.sha256(source).hexdigest(), tuple(imports), Path(path).name == "__init__.py"
