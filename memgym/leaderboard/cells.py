@@ -6,7 +6,7 @@ from memgym.leaderboard._moved import forward
 _NEW_HOMES = {
     **dict.fromkeys(("NUM_ENVS", "Task", "version_label"), "memgym.leaderboard.planning"),
     **dict.fromkeys(("CURVE_POINTS", "cell_record", "failure_reason"), "memgym.leaderboard.store"),
-    **dict.fromkeys(("code_hash", "code_modules", "describe_agent", "describe_code", "legacy_code_hash"),
+    **dict.fromkeys(("code_hash", "code_modules", "describe_agent", "describe_code"),
                     "memgym.leaderboard.code_identity"),
     "CellFailure": "memgym.leaderboard.any_tier",
 }

@@ -12,7 +12,6 @@ import ast
 import dataclasses
 import functools
 import hashlib
-import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -51,14 +50,6 @@ def code_hash(modules: dict[str, str]) -> str:
     """One SHA-256 (hex) over the per-module hashes of :func:`code_modules`."""
     text = "".join(f"{name}\0{digest}\n" for name, digest in sorted(modules.items()))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def legacy_code_hash(module_name: str) -> str | None:
-    """What memgym 0.1's records stored as ``code_sha256``: 16 hex digits of the factory module's source."""
-    try:
-        return hashlib.sha256(inspect.getsource(sys.modules[module_name]).encode()).hexdigest()[:16]
-    except (KeyError, TypeError, OSError):
-        return None
 
 
 def code_modules(module_name: str) -> dict[str, str]:

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from memgym.leaderboard.code_identity import describe_agent, describe_code, legacy_code_hash
+from memgym.leaderboard.code_identity import describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore, failure_reason
 from memgym.leaderboard.tracks import Preset, Track
@@ -159,10 +159,7 @@ def _differences(identity: dict[str, Any], config: Any, records: list[dict[str, 
         kept = info.get("code_sha256")
         if kept is None or now is None:
             continue
-        if len(kept) < 64:  # memgym 0.1 records: 16 hex digits of the factory module's source
-            if kept != legacy_code_hash(identity["factory"].partition(":")[0]):
-                return f"its code changed (code sha256 {kept} -> {now[:16]})"
-        elif kept != now:
+        if kept != now:
             changed = sorted(name for name in {*info.get("code_modules", {}), *identity.get("code_modules", {})}
                              if info.get("code_modules", {}).get(name) != identity.get("code_modules", {}).get(name))
             return (f"its code changed (code sha256 {kept[:16]}… -> {now[:16]}…; modules changed: "

@@ -65,7 +65,7 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
         missing, repeats, total_steps = [], 0, None
         for value, seed in cells:
             results = sorted(row["results"].get((value, seed), []), key=_result_order)
-            ok = [r for r in results if r.get("status", "ok") == "ok"]
+            ok = [r for r in results if r["status"] == "ok"]
             if ok:
                 counts["ok"] += 1
                 repeats += len(ok) - 1

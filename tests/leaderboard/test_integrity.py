@@ -244,29 +244,6 @@ def test_changed_agent_code_is_refused_or_recorded_as_a_new_version(tmp_path, ca
     assert len(list(ResultsStore(results).records())) == 8
 
 
-def test_a_store_of_the_previous_memgym_loads_shows_and_resumes(tmp_path, capsys, monkeypatch):
-    """Records without ``version`` and with memgym 0.1's 16-digit hash of the factory module's source."""
-    import hashlib
-
-    monkeypatch.setattr("sys.dont_write_bytecode", True)
-    spec = write_agent(tmp_path, monkeypatch, turn=2, name="integrity_old_agent")
-    results = tmp_path / "results"
-    run = ["leaderboard", "run", "--agent", spec, "--results", str(results), *SMALL]
-    assert main(run) == 0
-    legacy = hashlib.sha256(VERSIONED_AGENT.format(turn=2).encode()).hexdigest()[:16]
-    for path in results.rglob("seed*.json"):
-        record = json.loads(path.read_text())
-        del record["version"], record["agent_info"]["code_modules"]
-        record["agent_info"]["code_sha256"] = legacy
-        path.write_text(json.dumps(record))
-    capsys.readouterr()
-    assert main(["leaderboard", "show", "--results", str(results)]) == 0
-    assert table_row(capsys.readouterr().out, spec)[3] == "4/4"
-    assert main(run) == 0 and "all 2 seeds stored, skipping" in capsys.readouterr().out
-    write_agent(tmp_path, monkeypatch, turn=3, name="integrity_old_agent")
-    assert main(run) == 2 and "its code changed" in capsys.readouterr().err
-
-
 # --- 13. progress of long JAX-tier tasks ---------------------------------------------------------
 
 
