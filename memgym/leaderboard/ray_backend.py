@@ -39,6 +39,7 @@ from memgym.leaderboard.planning import Task
 from memgym.leaderboard.runner import execute
 from memgym.leaderboard.store import cell_record, failure_reason
 from memgym.leaderboard.tracks import Preset
+from memgym.validation import check_int, check_real
 
 
 def _import_ray():
@@ -85,14 +86,10 @@ class RayBackend:
 
     def __init__(self, address: str | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0,
                  max_retries: int = 2, local_cpus: int | None = None, runtime_env: dict[str, Any] | None = None):
-        if not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0:
-            raise ValueError(f"num_cpus per task must be positive, got num_cpus={num_cpus!r}")
-        if not isinstance(num_gpus, (int, float)) or isinstance(num_gpus, bool) or num_gpus < 0:
-            raise ValueError(f"num_gpus per task must be >= 0, got num_gpus={num_gpus!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be a non-negative integer, got max_retries={max_retries!r}")
+        self.num_cpus = check_real("num_cpus", num_cpus, 0.0, include_low=False)
+        self.num_gpus = check_real("num_gpus", num_gpus, 0.0)
+        self.max_retries = check_int("max_retries", max_retries, low=0)
         ray = self.ray = _import_ray()
-        self.num_cpus, self.num_gpus, self.max_retries = float(num_cpus), float(num_gpus), max_retries
         if address is not None:
             _check_reachable(address)
         if not ray.is_initialized():

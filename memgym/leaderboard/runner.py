@@ -34,6 +34,7 @@ from memgym.leaderboard.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore, cell_record
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
+from memgym.validation import check_real
 
 
 def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = TMAZE,
@@ -46,8 +47,8 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     ``new_version`` records the cells of an agent whose code or config changed since
     its cells were stored as its next version (without it, such a run raises ``ValueError``).
     """
-    if cell_timeout is not None and not cell_timeout > 0:
-        raise ValueError(f"cell_timeout must be a positive number of seconds, got cell_timeout={cell_timeout!r}")
+    if cell_timeout is not None:
+        check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
     track.check(budget)
     store = track.store(results)
     for _ in track.records(store):  # refuses a directory that holds another track's results

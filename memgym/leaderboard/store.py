@@ -44,6 +44,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memgym.validation import is_int
+
 if TYPE_CHECKING:
     from memgym.leaderboard.planning import Task
     from memgym.leaderboard.tracks import Preset
@@ -293,9 +295,6 @@ def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | N
     """What keeps the board from using ``record`` (read from ``path`` in ``store``), or None."""
     prefix, value_key, values_key, score_key = store.prefix, store.value_key, store.values_key, store.score_key
 
-    def integer(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
     def number(value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
             and abs(value) != float("inf")
@@ -308,7 +307,7 @@ def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | N
     if record["status"] not in ("ok", "failed"):
         return f"has 'status' {record['status']!r}, not 'ok' or 'failed'"
     seed = record["seed"]
-    if not integer(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         return f"has 'seed' {seed!r}, not an integer >= 0"
     if _result_index(path.name, seed) is None:
         return f"has 'seed' {seed}, which does not match its file name"
@@ -318,13 +317,13 @@ def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | N
     if not isinstance(preset.get("name"), str):
         return "has a 'preset' without a 'name'"
     for name in ("total_steps", "seeds"):
-        if (name in preset or name == "total_steps") and (not integer(preset.get(name)) or preset[name] < 1):
+        if (name in preset or name == "total_steps") and (not is_int(preset.get(name)) or preset[name] < 1):
             return f"has a 'preset' without a positive integer {name!r} (got {preset.get(name)!r})"
     if values_key is not None and values_key in preset and not isinstance(preset[values_key], list):
         return f"has a 'preset' whose {values_key!r} is {preset[values_key]!r}, not a list"
     if "agent_info" in record and not isinstance(record["agent_info"], dict):
         return "has an 'agent_info' that is not a JSON object"
-    if "version" in record and (not integer(record["version"]) or record["version"] < 1):
+    if "version" in record and (not is_int(record["version"]) or record["version"] < 1):
         return f"has 'version' {record['version']!r}, not an integer >= 1"
     if value_key is not None:
         folder = path.parent.name

@@ -21,7 +21,7 @@ import numpy as np
 from memgym.envs import tmaze
 from memgym.leaderboard.protocol import AgentContext
 from memgym.leaderboard.store import ResultsStore
-from memgym.validation import check_positive
+from memgym.validation import check_choice, check_int, check_optional_positive, check_positive
 
 # Evaluation episodes use fixed seeds derived from this and the swept value only,
 # so every agent of a tier faces the same evaluation episodes.
@@ -128,12 +128,10 @@ class Preset:
         object.__setattr__(self, "values", tuple(self.values))
         if not self.values:
             raise ValueError("a preset must name at least one value of the swept parameter")
-        check_positive(seeds=self.seeds, total_steps=self.total_steps, train_window=self.train_window,
-                       eval_episodes=self.eval_episodes)
-        if self.max_episode_steps is not None:
-            check_positive(max_episode_steps=self.max_episode_steps)
-        if self.train_window > self.total_steps:
-            raise ValueError(f"train_window={self.train_window} exceeds total_steps={self.total_steps}")
+        check_positive(seeds=self.seeds, total_steps=self.total_steps)
+        check_int("train_window", self.train_window, 1, self.total_steps, why="at most total_steps")
+        check_positive(eval_episodes=self.eval_episodes)
+        check_optional_positive("max_episode_steps", self.max_episode_steps, "the environment's own episode end")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -200,9 +198,8 @@ class Track:
     def check(self, budget: Preset) -> None:
         """Raise ``ValueError`` for a budget with a value the environment cannot take."""
         for value in budget.values:
-            if self.sweep.choices is not None and value not in self.sweep.choices:
-                raise ValueError(f"{self.sweep.name} must be one of {', '.join(map(str, self.sweep.choices))}, "
-                                 f"got {value!r}")
+            if self.sweep.choices is not None:
+                check_choice(self.sweep.name, value, self.sweep.choices)
             if self.check_value is not None:
                 self.check_value(value, budget.max_episode_steps)
         if self.jax_env is not None and budget.max_episode_steps is None:

@@ -266,7 +266,8 @@ def test_largest_values_parse():
 
 @pytest.mark.parametrize("values, message", [
     ("1e100", "corridor_length must be an integer, got '1e100'"),
-    ("99999", "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 99999"),
+    ("99999", "corridor_length must be an integer in [1, 256] (2**gray_bits positions with gray_bits=8), "
+                "got corridor_length=99999"),
     ("4,4", "a value is named twice"),
 ])
 def test_values_are_refused_naming_the_flag(capsys, tmp_path, values, message):

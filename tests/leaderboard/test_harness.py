@@ -306,8 +306,10 @@ def test_bad_submissions_write_nothing(tmp_path):
             runner.run(["examples.numpy_agent:factory", spec], budget, tmp_path, log=lambda _: None)
     with pytest.raises(ValueError, match="at least one agent"):
         runner.run([], budget, tmp_path, log=lambda _: None)
-    with pytest.raises(ValueError, match="cell_timeout"):
-        runner.run(["examples.numpy_agent:factory"], budget, tmp_path, log=lambda _: None, cell_timeout=0)
+    for timeout in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=rf"cell_timeout must be a number in \(0, inf\], "
+                                             rf"got cell_timeout={timeout}"):
+            runner.run(["examples.numpy_agent:factory"], budget, tmp_path, log=lambda _: None, cell_timeout=timeout)
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
@@ -404,8 +406,14 @@ def test_presets_and_bad_input():
         "eval_episodes": 256, "max_episode_steps": 100}
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         TMAZE.preset("huge")
-    with pytest.raises(ValueError, match="seeds must be a positive integer"):
+    with pytest.raises(ValueError, match="seeds must be a positive integer, got seeds=0"):
         TMAZE.preset("smoke", seeds=0)
+    with pytest.raises(ValueError, match=r"train_window must be an integer in \[1, 100\] \(at most total_steps\), "
+                                         r"got train_window=200"):
+        Preset("x", (2,), seeds=1, total_steps=100, train_window=200, eval_episodes=1)
+    with pytest.raises(ValueError, match=r"max_episode_steps must be None \(the environment's own episode end\) or a "
+                                         r"positive integer, got max_episode_steps=0"):
+        Preset("x", (2,), seeds=1, total_steps=100, train_window=20, eval_episodes=1, max_episode_steps=0)
     with pytest.raises(ValueError, match="corridor_length"):
         TMAZE.preset("smoke", values=[0])
 

@@ -124,8 +124,18 @@ def test_resources_no_node_has_are_refused_before_anything_runs(cluster):
         RayBackend(num_gpus=1)
     with pytest.raises(ValueError, match=r"num_cpus=64"):
         RayBackend(num_cpus=64)
-    with pytest.raises(ValueError, match=r"max_retries must be a non-negative integer, got max_retries=-1"):
+    with pytest.raises(ValueError, match=r"max_retries must be an integer >= 0, got max_retries=-1"):
         RayBackend(max_retries=-1)
+
+
+def test_resources_are_checked_before_ray_starts(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # the checks come first: no Ray is needed to fail them
+    with pytest.raises(ValueError, match=r"num_cpus must be a number in \(0, inf\], got num_cpus=0"):
+        RayBackend(num_cpus=0)
+    with pytest.raises(ValueError, match=r"num_gpus must be a number in \[0, inf\], got num_gpus=-1"):
+        RayBackend(num_gpus=-1)
+    with pytest.raises(ValueError, match=r"max_retries must be an integer >= 0, got max_retries=1.5"):
+        RayBackend(max_retries=1.5)
 
 
 def test_ray_not_installed_names_the_extra(monkeypatch):

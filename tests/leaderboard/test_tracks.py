@@ -55,7 +55,8 @@ def test_registry_and_contexts():
     assert (context.num_envs, context.seed, context.total_steps) == (3, 5, 10)
     assert (context.track, context.parameter, context.parameter_value) == ("popgym-repeat-previous", "difficulty", "Hard")
     assert TMAZE.context().observation_space.shape == (16,) and TMAZE.context().parameter == "corridor_length"
-    with pytest.raises(ValueError, match="difficulty must be one of Easy, Medium, Hard, got 'Extreme'"):
+    with pytest.raises(ValueError, match="difficulty must be one of 'Easy', 'Medium', 'Hard', "
+                                         "got difficulty='Extreme'"):
         POPGYM_REPEAT_PREVIOUS.preset("smoke", values=["Extreme"])
     assert POPGYM_REPEAT_PREVIOUS.preset().name == "standard"
 
@@ -144,4 +145,4 @@ def test_cli_runs_the_popgym_track_on_its_own_board(tmp_path, capsys, monkeypatc
     assert "runs any-framework agents only" in capsys.readouterr().err
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
                  "--values", "Extreme"]) == 2
-    assert "difficulty must be one of Easy, Medium, Hard" in capsys.readouterr().err
+    assert "difficulty must be one of 'Easy', 'Medium', 'Hard', got difficulty='Extreme'" in capsys.readouterr().err
