@@ -1,15 +1,7 @@
 """The any-framework tier: the harness steps a Gymnasium vector env itself and counts every episode.
 
-One task is one cell: a fresh agent (built with the cell's seed) trains for
-``total_steps // num_envs`` steps of a ``SyncVectorEnv`` of ``num_envs`` copies
-of the track's env (same-step auto-reset), then plays ``eval_episodes``
-evaluation episodes on fixed reset seeds — ``EVALUATION_SEED + 1000·index + i``,
-where ``index`` is the swept value's integer (the corridor length) — ``num_envs``
-at a time, counting only each stream's first episode. Each finished episode's
-outcome is the track's score read from the ``info`` of its last step.
-
-An agent is stopped when its ``cell_timeout`` is up: checked before every
-action, and by ``SIGALRM`` in the main thread, which interrupts a hung ``act``.
+One task is one cell: a fresh agent trains on ``num_envs`` copies of the track's env, then plays the
+evaluation episodes on fixed reset seeds; ``cell_timeout`` stops it (docs/leaderboard_internals.md).
 """
 
 from __future__ import annotations

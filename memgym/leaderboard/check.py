@@ -1,31 +1,7 @@
 """``memgym leaderboard check AGENT [--track NAME]``: a fast conformance check that explains each failure.
 
-Both tiers: the factory builds an agent of a tier the track runs. JAX tier:
-``train`` runs under ``jit(vmap(...))`` on a tiny budget (the track's
-``check_cell``), returns the harness's environment state and finite parameters,
-and two equal keys give equal parameters (determinism); ``act`` gives a valid
-action of the right shape and dtype and a carry with the structure of
-``initialize_carry()``; ``start`` resets the memory; ``act`` vmaps over streams.
-
-Any-framework tier: ``act`` returns one valid action per environment; ``observe``
-accepts a step; two agents built with the same seed act identically on the same
-observations; ``start`` resets the memory.
-
-**The memory test.** The track's check-cell environment plays a new episode and
-a few previous episodes whose first observations between them show every value
-each feature of a first observation takes (T-Maze: both cues). The new episode,
-``start`` set on its first step, must get the same actions whatever episode came
-before — and, in the JAX tier, the same as from ``initialize_carry()`` — with the same
-keys (JAX tier) or from agents built with the same seed (any-framework tier,
-whose agents see the episodes through ``act`` alone, as in evaluation). An agent
-that keeps the previous episode's cue across an episode start fails it.
-
-**Time.** Every call into the agent (the factory, ``train``, ``initialize_carry``,
-``act``, ``observe``) must return within ``step_timeout`` seconds (a JAX call's
-time includes its compilation): ``SIGALRM`` interrupts it in the main thread, as
-in a run's any-framework cells, the check fails naming the call, and the checks
-after it do not run. A compiled JAX computation that never returns cannot be
-interrupted (the alarm fires when control is back in Python).
+What each tier is checked for, the memory test and the time limit per call: docs/submitting.md
+(the internals: docs/leaderboard_internals.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""The JAX tier: ``jit(vmap(train))`` over cells on a :class:`~memgym.leaderboard.scoring.ScoredEnv`.
+"""The JAX tier: ``jit(vmap(train))`` over a task's cells on a :class:`~memgym.leaderboard.scoring.ScoredEnv`,
+then the evaluation episodes in one more vmapped call.
 
-A task is the missing seeds of one value of the swept parameter (or the whole
-grid): they train in one ``jax.jit(jax.vmap(train))`` call — the value is a
-traced field of the functional env's params, so one compilation per batch size
-serves every value — then play the evaluation episodes in one more. The harness
-reads the training counters from the ``ScoredEnv`` state ``train`` returns, and
-evaluates on fixed episode keys ``split(fold_in(key(EVALUATION_SEED), index),
-eval_episodes)`` (``index``: the value's integer, the corridor length): the
-resets and the environment's randomness are the same for every agent and seed.
-The policy's keys come from the cell — ``split(fold_in(fold_in(key(seed),
-index), EVALUATION_SEED), eval_episodes)``, one per episode, split per step — so
-a stochastic policy is evaluated with fresh randomness in every seed. An action
-outside the action space, in training (counted by the ``ScoredEnv``) or in
-evaluation, fails the cell.
-
-A compiled call cannot be pre-empted, so a task that took longer than
-``cell_timeout`` per cell is recorded as failed when it returns. While it
-trains, the ``ScoredEnv`` reports the steps taken from inside the compiled call
-(see :mod:`~memgym.leaderboard.scoring`), which :func:`progress.in_flight
-<memgym.leaderboard.progress.in_flight>` passes on to the run's progress line.
+The batches, their sharding over devices, the evaluation keys and the time limit:
+docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Plan a run: the :class:`Task` s that fill every cell not stored yet.
+"""Plan a run: the :class:`Task` s that fill every cell not stored yet, each counted for one version of its agent.
 
-Every agent is loaded first, so an unimportable submission, or a factory that
-returns something of no known tier or of a tier the track does not run, raises
-``ValueError`` before anything runs or is written. A factory that *raises* is the
-agent's fault like any other: every cell of that agent is recorded as failed
-with the reason, and the other agents run.
-
-**Versions.** The cells of one row of the board come from one version of the
-agent's code and config. A version is identified by the hash of the agent's code
-(:func:`~memgym.leaderboard.code_identity.describe_code`) and its config; the cells a
-run adds to a store count for the stored version with the same identity. When
-the agent changed since its cells were stored, the run stops with a message
-that offers the two ways on: a new results directory, or ``new_version=True``
-(``memgym leaderboard run --new-version``), which records the cells as the next
-version of the agent (``spec@v2`` on the board). A cell already stored must
-have the same budget (each budget has its own results directory).
+Submissions that cannot take part are refused before anything runs; how versions are told apart:
+docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations

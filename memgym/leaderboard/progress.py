@@ -1,15 +1,5 @@
-"""Progress of a run: cells done / total, environment steps per second and ETA.
-
-A ``rich`` bar on a terminal (when ``rich`` is installed and the log is
-``print``), plain lines otherwise; each finished task also prints one line with
-its mean training and evaluation score, or each failed cell's reason.
-
-While a task trains, :func:`in_flight` passes on how many environment steps it
-has taken (the JAX tier reports them from inside its compiled call): the bar
-moves, and in plain lines the task's share done, the steps per second and the
-ETA of the run are printed at every tenth of the task, and at least every
-:data:`QUIET_SECONDS` while reports come in.
-"""
+"""Progress of a run: cells done / total, environment steps per second and ETA, on a ``rich`` bar or in
+plain lines, with the in-flight reports of a training task (docs/leaderboard_internals.md)."""
 
 from __future__ import annotations
 

@@ -1,36 +1,10 @@
-"""How an agent is submitted to the leaderboard: two tiers, one factory.
+"""How an agent is submitted to the leaderboard: two tiers, one factory (docs/submitting.md).
 
-A submission is an importable ``"package.module:factory"`` string or the name of an
-entry point in the group ``memgym.agents``, optionally followed by options in brackets,
-``"a2c-arelit[learning_rate=0.0005,entropy_coef=0.01]"`` (a factory that takes options has
-a ``with_options(**options)`` method returning the factory of that variant, as the
-reference agents do; :func:`parse_spec`). The harness calls
-``factory(context: AgentContext)`` and looks at what comes back:
-
-**JAX tier** (pure functions; the harness ``jit``/``vmap``s training over seeds and
-the values of the track's swept parameter, e.g. corridor lengths). The agent has
-
-* ``num_envs: int`` — how many environments ``train`` steps in parallel;
-* ``train(key, env, env_params, total_steps) -> (params, env_state)`` — trains on
-  the gymnax environment ``env`` (``reset``/``step`` with auto-reset, see
-  :mod:`memgym.envs.functional`) for ``total_steps`` environment
-  steps in total and returns its policy parameters and the *final environment
-  state* it stepped (the harness reads its own episode counters from it);
-* ``initialize_carry() -> carry`` and ``act(params, carry, obs, start, key) -> (action, carry)``
-  — one stream, one step; ``start`` is True on an episode's first observation.
-
-**Any-framework tier** (bsuite-style; NumPy, PyTorch, anything). The agent has
-
-* ``act(obs: np.ndarray[N, O], start: np.ndarray[N]) -> np.ndarray[N]`` actions;
-* ``observe(action, reward, next_obs, terminated, truncated)`` — called after every
-  vector step (arrays ``[N, ...]``; ``next_obs`` is the observation *after* the
-  step; where an episode ended it is the episode's last observation, and the next
-  ``act`` receives the new episode's first one with ``start`` set);
-
-and the harness drives a Gymnasium vector environment of ``context.num_envs``
-copies of the track's environment. Agents never report their own score: the
-harness reads each finished episode's outcome (T-Maze: success) itself.
-A track without a functional JAX environment accepts only the second tier.
+A submission is an importable ``"package.module:factory"`` string or the name of an entry point in the
+group ``memgym.agents``, optionally followed by options in brackets (:func:`parse_spec`). The harness
+calls ``factory(context: AgentContext)`` and tells the tier by what comes back (:func:`tier`): a JAX-tier
+agent (``num_envs``, ``train``, ``initialize_carry``, ``act``: pure functions the harness ``jit``/``vmap``s)
+or an any-framework agent (``act``, ``observe``: any framework; the harness steps a Gymnasium vector env).
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """Run leaderboard tasks on a Ray cluster (``memgym leaderboard run --backend ray``).
 
-Each :class:`~memgym.leaderboard.planning.Task` becomes one Ray task that calls
-:func:`~memgym.leaderboard.runner.execute` on a worker and returns the task's
-records. The driver (the ``memgym leaderboard run`` process) collects them with
-``ray.wait`` as they finish and alone writes them to the results store, so the
-store keeps the local backend's guarantees: atomic, append-only, resumable.
-
-Failures:
-
-* an agent that raises, emits invalid actions, returns NaN or runs too long is
-  handled inside ``execute``: its cells come back as failed records;
-* a worker process that dies (killed, out of memory, a segfault in native code)
-  is a system failure: Ray re-runs the task up to ``max_retries`` times on a
-  new worker; if every attempt dies, the driver records the task's cells as
-  failed with Ray's reason. A task's records reach the driver once — from the
-  attempt that finished — so a retried cell is never stored twice, and a cell
-  whose worker died is never lost.
-
-Bad setups fail before any cell starts: Ray not installed (install the
-``memgym[ray]`` extra), an unreachable ``address``, or a per-task resource
-request that no node of the cluster can satisfy.
-
-Workers import the agent by its spec. When this process starts a local Ray
-(no ``address``), workers get the driver's working directory on their
-``PYTHONPATH``, so ``"mypackage.module:factory"`` resolves as it does locally;
-on a remote cluster the agent's package must be installed on the nodes (or
-shipped with a Ray ``runtime_env``).
+Each task becomes one Ray task that calls :func:`~memgym.leaderboard.runner.execute` on a worker; the
+driver alone writes the records, so the store keeps its guarantees. Dead workers, bad setups and how
+workers import the agent: docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Turn a track's stored cells into its board: Markdown, a static HTML page, JSON and PNG plots.
 
-Agents are ranked by their headline score — the mean *evaluation* score over
-the values of the track's swept parameter (T-Maze: success over corridor
-lengths, fixed evaluation mazes, harness-run) — with the stratified bootstrap
-interval, IQM and ``L*`` of :mod:`memgym.leaderboard.stats`. The training score
-(T-Maze: the thesis metric, success over the last window of steps) is reported
-beside it. A cell counts with its first ``ok`` result; later ``ok`` results of
-the same cell are shown as repeats (with their spread), failed cells that never
-succeeded are listed with their reasons.
-
-Files (:func:`write_report`): ``LEADERBOARD.md``, ``index.html`` (static, no
-script: every figure is an ``<img>`` next to the file), ``board.json``,
-``success_by_length.png`` (thesis Fig. 5.3 style: score vs swept value, 95%
-interval bands) and ``learning_curves.png`` (training score over environment
-steps, mean over seeds, one panel per value). They are derived files, rebuilt
-from the store each time. Each track has its own board, never mixed with another's.
-
-The HTML is tested with Python's HTML parser rather than a browser: it has no
-script or style that a browser would have to run, so what a parser sees (the
-tables, the image links) is what a reader gets.
+Agents are ranked by their mean evaluation score over the swept values, with the statistics of
+:mod:`~memgym.leaderboard.stats`; the plot of score against swept value follows thesis Fig. 5.3. The
+files and how a cell counts: docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Run a leaderboard: every (agent, swept value, seed) cell of a track, scored by the harness, stored once.
 
-:func:`run` plans the missing cells as tasks (:mod:`~memgym.leaderboard.planning`),
-hands them to a backend (:class:`LocalBackend` here,
-:class:`~memgym.leaderboard.ray_backend.RayBackend` on a cluster) that runs
-each with :func:`execute` — :mod:`~memgym.leaderboard.jax_tier` or
-:mod:`~memgym.leaderboard.any_tier` — and alone writes the finished records to
-the :class:`~memgym.leaderboard.store.ResultsStore`, a task's records as soon as
-it finishes, so an interrupted run (Ctrl-C, ``kill -9``) loses only the tasks in
-flight and resumes where it stopped.
-
-**Failures are results.** An agent whose factory, ``train``, ``act`` or
-``observe`` raises, that returns NaN parameters, emits invalid actions (in
-training or evaluation) or exceeds the wall-clock limit per cell
-(``cell_timeout``) gets its cells recorded with ``status: "failed"`` and the
-reason, and the run goes on with the other cells and agents; a rerun retries
-them (the failed record is kept). On the board a failed cell scores the track's
-worst value.
-
-**Versions.** The cells of an agent whose code or config changed since its
-cells were stored are refused, or, with ``new_version``, recorded as the
-agent's next version (see :mod:`~memgym.leaderboard.planning`).
+:func:`run` plans the missing cells (:mod:`~memgym.leaderboard.planning`), hands the tasks to a backend
+(:class:`LocalBackend`, or :class:`~memgym.leaderboard.ray_backend.RayBackend` on a cluster) that runs each
+with :func:`execute`, and alone writes their records to the store. How a run resumes and how an agent's
+failures become failed cells: docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations

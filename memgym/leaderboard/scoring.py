@@ -1,36 +1,9 @@
-"""The harness's own episode counting in the JAX tier: a scoring wrapper for training, and evaluation.
+"""The harness's own episode counting in the JAX tier: :class:`ScoredEnv`, the wrapper a JAX-tier agent
+trains on, and :func:`evaluate_jax`.
 
-:class:`ScoredEnv` wraps a functional environment (a
-:class:`~memgym.envs.functional.StatefulWrapper`: the inner environment alone
-auto-resets); its state carries counters that its ``step`` updates, so a
-JAX-tier agent trains on it like on any environment while the harness, not the
-agent, counts finished episodes and successes (the yes/no outcome
-``info[score_key]`` of an episode's last step; T-Maze: ``success``). The thesis metric — success rate over the last 100K
-training steps (§5.1.2) — needs to know which episodes end inside that window:
-each environment counts its own steps, and episodes that end once an
-environment has taken ``window_start`` steps are in the window
-(``window_start = (total_steps − window) / num_envs`` for agents that step
-their environments in lockstep). For the learning curve, episode and success
-counts are also binned by each environment's step count into
-:data:`CURVE_POINTS` equal bins of ``curve_step`` steps; and actions outside
-the action space (out of range, fractional or NaN) are counted, so the harness
-can fail a cell whose agent emits invalid actions.
-
-**Progress from inside the compiled run.** With ``progress_step`` set in its
-params, ``ScoredEnv.step`` reports the steps taken so far to the host (a
-``jax.debug.callback`` inside a ``lax.cond``, so nothing runs in between) each
-time an environment completes a multiple of ``progress_step`` steps. Under
-``vmap`` — the agent's over its environments, the harness's over cells — the
-report is a :func:`jax.custom_batching.custom_vmap` whose batching rule
-aggregates the batch (any environment due; steps summed) before the ``cond``,
-so a lockstep batch makes one report per period, not one per environment, and
-the predicate stays a real branch instead of a ``select`` that would run the
-callback at every step. The host side is :func:`progress_sink`.
-
-:func:`evaluate_jax` plays ``N`` evaluation episodes with a JAX-tier policy on
-fixed reset keys (the same for every agent), one episode per stream, all in one
-``vmap``, reading each episode's return and length from
-:class:`~memgym.envs.functional.EpisodeStatistics`.
+Its counters give the thesis metric, success rate over the last 100K training steps (§5.1.2), the
+learning curve and the invalid actions; it also reports progress from inside the compiled run. How:
+docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations
@@ -134,7 +107,7 @@ def _report_batched(axis_size: int, in_batched: Sequence[bool], due: jax.Array, 
 
 
 class ScoredEnv(StatefulWrapper):
-    """A functional environment that counts its finished episodes and successes (see module docstring).
+    """A functional environment that counts its finished episodes and successes (docs/leaderboard_internals.md).
 
     A :class:`~memgym.envs.functional.StatefulWrapper`: only the inner environment
     auto-resets, the counters run across episodes.

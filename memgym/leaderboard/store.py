@@ -1,33 +1,8 @@
 """The record of a cell (:func:`cell_record`) and the results store: one JSON file per result of an
-(agent, swept value, seed) cell, append-only.
+(agent, swept value, seed) cell, append-only, written atomically.
 
-Layout: ``<root>/<agent id>/<prefix><value>/seed<seed>.json`` for a cell's first
-result (T-Maze: ``L<corridor length>/``), ``seed<seed>.r<n>.json`` for later ones
-(a retry after a failure, or a deliberate repeat). A result is written atomically: the record goes to a
-temporary file in the same directory, is flushed and ``fsync``-ed, then is
-*linked* to its final name, which fails if the name exists — so a crash (even
-``kill -9``) never leaves a half-written result, two runners racing on one name
-cannot both win (the loser takes the next free name), and nothing stored is
-ever replaced.
-
-Why JSON files and not SQLite: a record is written once and never updated, so
-the store needs no transactions, only atomic creation, which ``link`` gives on
-every POSIX file system; files diff, copy and merge across machines (a cluster's
-results directory is ``rsync``-ed together) and a person can read one with any
-editor.
-
-Each record carries ``schema`` (:data:`SCHEMA_VERSION`), ``status`` (``"ok"`` or
-``"failed"`` with a ``reason``) and its provenance (:func:`provenance`). Reading
-a record from a newer schema raises instead of misreading it. Runs resume by
-skipping cells that have an ``ok`` result.
-
-A record that cannot be read or lacks what the board needs (bad or truncated
-JSON, a JSON list, a missing or mistyped field) is *unreadable*:
-:meth:`ResultsStore.records` and :meth:`ResultsStore.results` skip it,
-:meth:`ResultsStore.unreadable` lists it with what is wrong, a run treats its
-cell as not done, and the file is kept (its name stays taken: the next result of
-the cell goes to the next free name). Record files get the permissions of any
-file the process creates (``0o666`` less the umask), like the board's files.
+The layout, the atomic write, the schema and unreadable records: docs/leaderboard_internals.md; the
+fields of a record: docs/submitting.md.
 """
 
 from __future__ import annotations
