@@ -1,4 +1,4 @@
-"""The monoid paper's linear transformer (eq. 9–13, ``linear_attention_monoid`` / preset ``linattn``).
+"""The monoid paper's linear transformer (eq. 9–13, model and preset ``linear_attention_monoid``).
 
 * Property: on a random tape with random episode starts and a random incoming carry, the
   model's outputs and final carry equal a float64 NumPy step-by-step implementation of
@@ -6,7 +6,7 @@
   scan methods;
 * the safe denominator keeps the readout finite where ``s · q`` is exactly 0 (and its
   gradients too), and is the plain ratio where ``|s · q| ≥ ε``;
-* the registry and the ``linattn`` preset build it; unknown or missing options are
+* the registry and the ``linear_attention_monoid`` preset build it; unknown or missing options are
   ``ValueError``\\ s that say what is wrong.
 
 Streaming (``T = 1``) == the tape, carry across calls, reset isolation and long tapes are
@@ -214,11 +214,11 @@ def test_make_builds_it_and_names_bad_options():
         memory.make("linear_attention_monoid", features=8, key_size=0).initialize_carry()
 
 
-def test_linattn_preset_resolves_and_runs():
-    assert MEMORY_PRESETS["linattn"][0] == "linear_attention_monoid"
-    name, config = resolve_memory("linattn")
+def test_the_preset_resolves_and_runs():
+    assert MEMORY_PRESETS["linear_attention_monoid"][0] == "linear_attention_monoid"
+    name, config = resolve_memory("linear_attention_monoid")
     assert name == "linear_attention_monoid" and config["features"] == 256
-    name, config = resolve_memory("linattn", '{"key_size": 8, "value_size": 4}')
+    name, config = resolve_memory("linear_attention_monoid", '{"key_size": 8, "value_size": 4}')
     assert (name, config) == ("linear_attention_monoid", dict(features=256, key_size=8, value_size=4))
     m = memory.make(name, **config)
     x, start = jnp.ones((3, IN)), jnp.asarray([True, False, False])
@@ -226,6 +226,6 @@ def test_linattn_preset_resolves_and_runs():
     assert y.shape == (3, 256) and c.shape == (4, 8) and s.shape == (8,) and np.all(np.isfinite(y))
     with pytest.raises(ValueError, match=r"memory_config: unknown option\(s\) \['memory_size'\] for memory model "
                                          r"'linear_attention_monoid'"):
-        resolve_memory("linattn", {"memory_size": 8})
-    with pytest.raises(ValueError, match=r"unknown memory 'linatn'; presets: .*linattn"):
+        resolve_memory("linear_attention_monoid", {"memory_size": 8})
+    with pytest.raises(ValueError, match=r"unknown memory 'linatn'; presets: .*linear_attention_monoid"):
         resolve_memory("linatn")
