@@ -25,6 +25,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from memgym.memory.options import option_descriptions, options, required_options
+
 # name -> "module:class" (imported on first use, so `import memgym.memory` stays light)
 MODELS: dict[str, str] = {
     "linear_attention": "memgym.memory.linear_attention:LinearAttentionTransformer",
@@ -72,8 +74,6 @@ def make(name: str, **config: Any):
     ``make("memax", model="gdn", features=32)``. Raises ``ValueError`` for an unknown name, an
     unknown option, an option given twice, or a missing required option (named, with what it means).
     """
-    from memgym.memory.validation import option_descriptions, options, required_options  # imports jax
-
     name, named = split_name(name)
     twice = sorted(set(named) & set(config))
     if twice:

@@ -41,7 +41,7 @@ from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.relit import ReLiTFeatures, outer_flat
 from memgym.memory.transformer import MonoidAttentionTransformer
-from memgym.memory.validation import check_positive
+from memgym.validation import check_positive
 
 __all__ = [
     "AReLiTAttention",

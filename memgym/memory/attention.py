@@ -28,10 +28,29 @@ from memgym.memory.chunkwise import GatedHead, chunkwise_attention
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
+from memgym.validation import check_optional_positive, check_positive
 
 PyTree = Any
 AttentionCarry = tuple[PyTree, Any]  # (per-head carries [heads, ...], episode step int32 [] or ())
 EPSILON = 1e-6  # ε of the readouts a_t = C_t q_t / (s_t · q_t + ε): finite when s_t · q_t vanishes
+
+
+def resolve_head_dim(features: int, num_heads: int, head_dim: int | None) -> int:
+    """The width of one attention head: ``head_dim``, or ``features // num_heads`` when it is None.
+
+    The thesis's T-Maze models use 4 heads × 64 on a width of 128 (Table A.2), so an explicit
+    ``head_dim`` need not divide anything; a derived one needs ``num_heads`` to divide ``features``.
+    """
+    check_positive(features=features, num_heads=num_heads)
+    check_optional_positive("head_dim", head_dim, "features // num_heads")
+    if head_dim is not None:
+        return head_dim
+    if features % num_heads:
+        raise ValueError(
+            f"num_heads={num_heads} must divide features={features} when head_dim is None "
+            f"(head_dim = features // num_heads); pass head_dim explicitly for another head width"
+        )
+    return features // num_heads
 
 
 def episode_steps(start: jax.Array, step_in: jax.Array) -> jax.Array:

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.monoid import scan_in_chunks
-from memgym.memory.validation import check_positive
+from memgym.validation import check_positive
 
 PyTree = Any
 

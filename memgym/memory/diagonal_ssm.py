@@ -28,7 +28,7 @@ import numpy as np
 
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
-from memgym.memory.validation import check_chunk_size, check_positive
+from memgym.validation import check_optional_positive, check_positive
 
 DiagonalElement = tuple[jax.Array, jax.Array]  # (A[..., P], a[..., P]), both complex
 
@@ -77,13 +77,13 @@ class DiagonalSSM(MonoidMemory):
     features: int = 128
     state_size: int = 64
 
-    # x[T, F] first meets B [state_size, F] (see validation.input_width).
+    # x[T, F] first meets B [state_size, F] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("b_real",), 1)
     readout_variance = 0.5  # variance of each half of an entry of C, times P (a class constant)
 
     def check(self) -> None:
         check_positive(features=self.features, state_size=self.state_size)
-        check_chunk_size(self.chunk_size)
+        check_optional_positive("chunk_size", self.chunk_size, "one chunk")
 
     def initialize_carry(self) -> jax.Array:
         """The state ``a = 0 ∈ C^P`` (complex64)."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
-from memgym.memory.validation import check_chunk_size, check_positive
+from memgym.validation import check_optional_positive, check_positive
 
 HORIZON_MAX = 1024.0  # longest initial memory horizon, in steps
 RESIDUAL = 0.01  # a trace has "decayed" when its magnitude falls to this fraction
@@ -94,12 +94,12 @@ class FFM(MonoidMemory):
     context_size: int = 4
     chunk_size: int | None = 256
 
-    # x[T, F] first meets the trace kernel W_1 [F, memory_size] (see validation.input_width).
+    # x[T, F] first meets the trace kernel W_1 [F, memory_size] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("w_1", "kernel"), 0)
 
     def check(self) -> None:
         check_positive(features=self.features, memory_size=self.memory_size, context_size=self.context_size)
-        check_chunk_size(self.chunk_size)
+        check_optional_positive("chunk_size", self.chunk_size, "one chunk")
 
     def initialize_carry(self) -> FFMElement:
         self.check()

@@ -65,7 +65,7 @@ import numpy as np
 from memgym.memory.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
-from memgym.memory.validation import check_flag, check_positive
+from memgym.validation import check_flag, check_positive
 
 
 class WindowMemory(NamedTuple):

@@ -22,7 +22,6 @@ import math
 import jax
 import jax.numpy as jnp
 
-
 HIDDEN_GAIN = math.sqrt(2.0)
 
 

@@ -26,7 +26,7 @@ from memgym.memory.chunkwise import GatedHead
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.transformer import MonoidAttentionTransformer
-from memgym.memory.validation import check_chunk_size
+from memgym.validation import check_optional_positive
 
 
 def additive_monoid() -> Monoid:
@@ -52,7 +52,7 @@ class LinearAttention(MultiHeadMonoidAttention):
     chunkwise: ClassVar[bool] = True
 
     def check(self) -> None:
-        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
+        check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
 
     def monoid(self) -> Monoid:
         return additive_monoid()
@@ -100,7 +100,7 @@ class LinearAttentionTransformer(MonoidAttentionTransformer):
 
     def check(self) -> None:
         super().check()
-        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
+        check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
 
     def mixer(self, **module_kwargs: Any) -> LinearAttention:
         return LinearAttention(

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from memgym.memory.linear_attention import EPSILON, additive_monoid
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import MonoidMemory, Tape
-from memgym.memory.validation import check_chunk_size, check_positive
+from memgym.validation import check_optional_positive, check_positive
 
 LinearAttentionElement = tuple[jax.Array, jax.Array]  # (C [..., d_v, d_k], s [..., d_k])
 
@@ -79,12 +79,12 @@ class LinearAttentionMonoid(MonoidMemory):
     value_size: int = 64
     chunk_size: int | None = 64
 
-    # x[T, F] first meets the key kernel W_k [F, key_size] (see validation.input_width).
+    # x[T, F] first meets the key kernel W_k [F, key_size] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("w_k", "kernel"), 0)
 
     def check(self) -> None:
         check_positive(features=self.features, key_size=self.key_size, value_size=self.value_size)
-        check_chunk_size(self.chunk_size)
+        check_optional_positive("chunk_size", self.chunk_size, "one chunk")
 
     def initialize_carry(self) -> LinearAttentionElement:
         """``(C, s) = (0 [d_v, d_k], 0 [d_k])``: the identity of eq. 10."""

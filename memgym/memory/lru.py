@@ -36,6 +36,7 @@ import jax.numpy as jnp
 
 from memgym.memory.diagonal_ssm import DiagonalSSM, diagonal_linear_monoid
 from memgym.memory.monoid import Monoid
+from memgym.validation import check_real
 
 
 def lru_monoid() -> Monoid:
@@ -68,10 +69,9 @@ class LRU(DiagonalSSM):
 
     def check(self) -> None:
         super().check()
-        if not 0.0 <= self.r_min < self.r_max < 1.0:
-            raise ValueError(f"need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, r_max={self.r_max!r}")
-        if not self.max_phase > 0.0:
-            raise ValueError(f"max_phase must be > 0, got {self.max_phase!r}")
+        check_real("r_max", self.r_max, 0.0, 1.0, include_low=False, include_high=False)
+        check_real("r_min", self.r_min, 0.0, self.r_max, include_high=False)
+        check_real("max_phase", self.max_phase, 0.0, include_low=False)
 
     def recurrence(self) -> tuple[jax.Array, jax.Array]:
         """``λ = exp(−exp(ν) + i exp(θ))`` and the normalisation ``γ = exp(γ_log)`` (ring init)."""

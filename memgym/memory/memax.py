@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.interface import check_tape
+from memgym.validation import check_optional_positive, check_positive
 
 PyTree = Any
 
@@ -132,8 +133,7 @@ class Memax(nn.Module):
     def _sizes(self) -> tuple[str, int]:
         """Checked fields: ``(memax name, hidden width)``."""
         check_positive(features=self.features, num_layers=self.num_layers)
-        if self.hidden is not None:
-            check_positive(hidden=self.hidden)
+        check_optional_positive("hidden", self.hidden, "features")
         return canonical_name(self.model), self.features if self.hidden is None else self.hidden
 
     def initialize_carry(self) -> PyTree:

@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.initializers import HIDDEN
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.interface import check_tape
+from memgym.validation import check_positive
 
 
 class MLP(nn.Module):
@@ -37,7 +38,7 @@ class MLP(nn.Module):
     features: int
     num_layers: int = 1
 
-    # x[T, F] first meets the first layer's kernel [F, features] (see validation.input_width).
+    # x[T, F] first meets the first layer's kernel [F, features] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("dense_0", "kernel"), 0)
 
     def initialize_carry(self) -> tuple:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.validation import check_chunk_size
+from memgym.validation import check_choice, check_optional_positive
 
 PyTree = Any
 ScanMethod = Literal["auto", "associative", "sequential"]
@@ -134,10 +134,9 @@ def scan_monoid(
             raise ValueError(
                 f"every leaf of elements needs leading dimension T = len(start) = {length}, got shape {leaf.shape}"
             )
+    check_choice("method", method, ("auto", "associative", "sequential"))
     if method == "auto":
         method = default_scan_method()
-    if method not in ("associative", "sequential"):
-        raise ValueError(f"method must be 'auto', 'associative' or 'sequential', got {method!r}")
 
     if reverse:
         # Return-to-go direction: scanning the flipped tape with the flipped operator
@@ -203,7 +202,7 @@ def run_memory_monoid(
 
     Returns ``(y[T, ...], carry_out)``.
     """
-    check_chunk_size(chunk_size)
+    check_optional_positive("chunk_size", chunk_size, "one chunk")
     encode = (lambda inputs: inputs) if encode is None else encode
     length = start.shape[0]
     if chunk_size is None or chunk_size >= length:

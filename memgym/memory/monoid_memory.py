@@ -41,8 +41,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from memgym.memory.interface import check_tape
 from memgym.memory.monoid import Monoid, run_memory_monoid
-from memgym.memory.validation import check_tape
 
 PyTree = Any
 

@@ -35,7 +35,7 @@ from memgym.memory.chunkwise import GatedHead
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.transformer import MonoidAttentionTransformer
-from memgym.memory.validation import check_chunk_size, check_positive
+from memgym.validation import check_optional_positive, check_positive
 
 
 def relit_monoid() -> Monoid:
@@ -100,7 +100,7 @@ class ReLiTAttention(ReLiTFeatures):
 
     def check(self) -> None:
         super().check()
-        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
+        check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
 
     def monoid(self) -> Monoid:
         return relit_monoid()
@@ -168,7 +168,7 @@ class ReLiTTransformer(MonoidAttentionTransformer):
     def check(self) -> None:
         super().check()
         check_positive(eta=self.eta)
-        check_chunk_size(self.sub_chunk_size, "sub_chunk_size", "the recurrent scan")
+        check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
         return ReLiTAttention(

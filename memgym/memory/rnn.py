@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from memgym.memory.initializers import orthogonal
-from memgym.memory.validation import check_positive, check_tape
+from memgym.memory.interface import check_tape
+from memgym.validation import check_positive
 
 Carry = Any
 
@@ -71,7 +72,7 @@ class LSTM(_RecurrentBaseline):
     """
 
     cell: ClassVar[type[nn.Module]] = nn.OptimizedLSTMCell
-    # x[T, F] first meets the cell's input-gate kernel [F, features] (see validation.input_width).
+    # x[T, F] first meets the cell's input-gate kernel [F, features] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ii", "kernel"), 0)
 
     def initialize_carry(self) -> tuple[jax.Array, jax.Array]:
@@ -93,7 +94,7 @@ class GRU(_RecurrentBaseline):
     """
 
     cell: ClassVar[type[nn.Module]] = nn.GRUCell
-    # x[T, F] first meets the cell's reset-gate kernel [F, features] (see validation.input_width).
+    # x[T, F] first meets the cell's reset-gate kernel [F, features] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("scan", "cell", "ir", "kernel"), 0)
 
     def initialize_carry(self) -> jax.Array:

@@ -38,9 +38,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.attention import MultiHeadMonoidAttention
+from memgym.memory.attention import MultiHeadMonoidAttention, resolve_head_dim
 from memgym.memory.initializers import HIDDEN
-from memgym.memory.validation import check_chunk_size, check_positive, check_tape, resolve_head_dim
+from memgym.memory.interface import check_tape
+from memgym.validation import check_optional_positive, check_positive
 
 Carry = Any
 
@@ -130,7 +131,7 @@ class GatedTransformer(nn.Module):
     ff_size: int | None = None
     gate_bias: float = 2.0
 
-    # x[T, F] first meets the embedding kernel [F, features] (see validation.input_width).
+    # x[T, F] first meets the embedding kernel [F, features] (see interface.input_width).
     input_kernel: ClassVar[tuple[tuple[str, ...], int]] = (("embed", "kernel"), 0)
 
     @property
@@ -142,8 +143,7 @@ class GatedTransformer(nn.Module):
         """Raise ``ValueError`` naming the first bad option."""
         check_positive(num_layers=self.num_layers)
         resolve_head_dim(self.features, self.num_heads, self.head_dim)
-        if self.ff_size is not None:
-            check_positive(ff_size=self.ff_size)
+        check_optional_positive("ff_size", self.ff_size, "features")
 
     def initial_layer_carry(self) -> Carry:
         """The carry of one layer's mixer before any input."""
@@ -190,7 +190,7 @@ class MonoidAttentionTransformer(GatedTransformer):
 
     def check(self) -> None:
         super().check()
-        check_chunk_size(self.chunk_size)
+        check_optional_positive("chunk_size", self.chunk_size, "one chunk")
 
     def initial_layer_carry(self) -> Carry:
         return self.mixer(parent=None).initialize_carry()

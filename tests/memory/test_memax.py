@@ -160,7 +160,7 @@ def test_a_model_that_breaks_the_contract_is_refused_with_the_reason():
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="features must be a positive integer, got features=0"):
         memory.make("memax:gdn", features=0).initialize_carry()
-    with pytest.raises(ValueError, match="hidden must be a positive integer, got hidden=-4"):
+    with pytest.raises(ValueError, match=r"hidden must be None \(features\) or a positive integer, got hidden=-4"):
         memory.make("memax:gdn", features=8, hidden=-4).initialize_carry()
     with pytest.raises(ValueError, match=r"needs option\(s\) \['model'\]"):
         memory.make("memax", features=8)
@@ -176,7 +176,7 @@ def test_x_of_another_width_than_at_init_is_reported():
 
 
 def test_every_option_is_documented():
-    from memgym.memory.validation import option_descriptions, options
+    from memgym.memory.options import option_descriptions, options
 
     assert set(options(memax_lib.Memax)) == {"model", "features", "hidden", "num_layers"}
     assert set(option_descriptions(memax_lib.Memax)) >= set(options(memax_lib.Memax))

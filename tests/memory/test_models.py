@@ -187,6 +187,17 @@ def test_heads_must_divide_width_when_head_dim_is_derived(name):
     assert y.shape == (2, 16)
 
 
+@pytest.mark.parametrize(
+    "option, value, allowed",
+    [("r_min", -0.1, r"\[0, 0\.99\)"), ("r_min", 0.99, r"\[0, 0\.99\)"), ("r_max", 1.0, r"\(0, 1\)"),
+     ("r_max", float("nan"), r"\(0, 1\)"), ("max_phase", 0.0, r"\(0, inf\]"), ("max_phase", True, r"\(0, inf\]")],
+)
+def test_lru_ring_options_are_checked(option, value, allowed):
+    """LRU's ring ``0 <= r_min < r_max < 1`` and ``max_phase > 0``: the bad option, its value and its range are named."""
+    with pytest.raises(ValueError, match=rf"^{option} must be a number in {allowed}, got {option}={value!r}$"):
+        memory.make("lru", **{**SMALL["lru"], option: value}).initialize_carry()
+
+
 # Positive-integer options of the registered models (a model is tested on the ones it has).
 SIZE_OPTIONS = (
     "features", "num_layers", "num_heads", "head_dim", "eta", "r",
@@ -246,7 +257,7 @@ def test_start_must_have_one_flag_per_row_of_x(name, x_rows, start_rows):
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_make_names_missing_required_options_and_their_meaning(name):
     """``make`` without a required option raises a ValueError naming it and what it means (not a bare TypeError)."""
-    from memgym.memory.validation import option_descriptions, required_options
+    from memgym.memory.options import option_descriptions, required_options
 
     cls = memory.model_class(name)
     required = required_options(cls)
@@ -271,7 +282,7 @@ def test_make_lstm_without_features_explains_it():
 
 def test_every_option_is_documented():
     """Every option of every registered model has a line in an ``Attributes:`` section (what ``make`` quotes)."""
-    from memgym.memory.validation import option_descriptions, options
+    from memgym.memory.options import option_descriptions, options
 
     for name in sorted(SMALL):
         cls = memory.model_class(name)

@@ -532,3 +532,13 @@ def test_encoding_inside_chunks_equals_encoding_first(chunk_size):
     inside = run_memory_monoid(additive, raw, decode, raw[0], start, carry, chunk_size=chunk_size, encode=encode)
     for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(inside)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unknown_scan_method_is_named():
+    additive = Monoid(op=lambda a, b: a + b, identity=jnp.zeros_like)
+    for run in (lambda: scan_monoid(additive, jnp.ones(3), jnp.zeros(3, bool), jnp.zeros(()), method="parallel"),
+                lambda: run_memory_monoid(additive, jnp.ones(3), lambda s, q: s, (), jnp.zeros(3, bool), jnp.zeros(()),
+                                          method="parallel")):
+        with pytest.raises(ValueError, match="^method must be one of 'auto', 'associative', 'sequential', got "
+                                             "method='parallel'$"):
+            run()
