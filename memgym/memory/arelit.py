@@ -50,7 +50,6 @@ __all__ = [
     "arelit_elements",
     "arelit_monoid",
     "cosine_table",
-    "episode_steps",
 ]
 
 

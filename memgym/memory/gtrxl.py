@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from memgym.memory._moved import forward
 from memgym.memory.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer
@@ -213,9 +214,6 @@ class PositionKernel(nn.Module):
 
         return self.param("kernel", init, (width, self.num_heads, self.head_dim))
 
-
-# GTrXL's gate: the shared GRUGate in its fused parameter layout (W, U, U_g); the old name stays importable.
-GatingUnit = functools.partial(GRUGate, fused=True)
 
 # Sub-module names inside each ``layer_l`` (the attention's own parameters sit beside them).
 BLOCK_NAMES = LayerNames(
@@ -379,3 +377,9 @@ class GTrXL(GatedTransformer):
             name=f"layer_{index}",
         )
         return block(h, start, carry)
+
+
+# Old names: they work, with a DeprecationWarning naming the new one, until memgym 0.3.
+__getattr__ = forward(__name__, {
+    "GatingUnit": ("memgym.memory.transformer.GRUGate with fused=True", lambda: functools.partial(GRUGate, fused=True)),
+})

@@ -34,14 +34,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory.diagonal_ssm import DiagonalSSM, diagonal_linear_monoid
-from memgym.memory.monoid import Monoid
+from memgym.memory._moved import forward
+from memgym.memory.diagonal_ssm import DiagonalSSM
 from memgym.validation import check_real
-
-
-def lru_monoid() -> Monoid:
-    """The LRU memory monoid (eq. 67–69), the diagonal linear recurrence shared with S5."""
-    return diagonal_linear_monoid()
 
 
 def _uniform_open_closed(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
@@ -94,3 +89,9 @@ class LRU(DiagonalSSM):
         """``g``, eq. 71: ``MLP([Re(C a_t) ‖ x_t])``."""
         hidden = nn.gelu(nn.Dense(self.features, name="mlp_hidden")(jnp.concatenate([readout, x], axis=-1)))
         return nn.Dense(self.features, name="mlp_out")(hidden)
+
+
+# Old names: they work, with a DeprecationWarning naming the new one, until memgym 0.3.
+__getattr__ = forward(__name__, {
+    "lru_monoid": "memgym.memory.diagonal_ssm.diagonal_linear_monoid",  # LRU's monoid (eq. 67–69) is that one
+})

@@ -31,18 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory.diagonal_ssm import DiagonalSSM, complex_normal, diagonal_linear_monoid
-from memgym.memory.monoid import Monoid
-
-__all__ = ["S5", "complex_normal", "diagonal_linear_monoid", "hippo_n_imaginary", "s5_monoid"]
+from memgym.memory._moved import forward
+from memgym.memory.diagonal_ssm import DiagonalSSM
 
 STEP_MIN = 1e-3  # range of the initial step sizes Δ (log-uniform; Smith et al. 2023 defaults)
 STEP_MAX = 1e-1
-
-
-def s5_monoid() -> Monoid:
-    """The S5 memory monoid (eq. 62–64)."""
-    return diagonal_linear_monoid()
 
 
 def hippo_n_imaginary(state_size: int) -> np.ndarray:
@@ -87,3 +80,11 @@ class S5(DiagonalSSM):
         """``g``, eq. 66: ``(W_1 z + b_1) ⊙ σ(W_2 z + b_2)``, ``z = GeLU(Re(C a_t))``."""
         z = nn.gelu(readout)
         return nn.Dense(self.features, name="w_1")(z) * nn.sigmoid(nn.Dense(self.features, name="w_2")(z))
+
+
+# Old names: they work, with a DeprecationWarning naming the new one, until memgym 0.3.
+__getattr__ = forward(__name__, {
+    "s5_monoid": "memgym.memory.diagonal_ssm.diagonal_linear_monoid",  # S5's monoid (eq. 62–64) is that one
+    "complex_normal": "memgym.memory.diagonal_ssm.complex_normal",
+    "diagonal_linear_monoid": "memgym.memory.diagonal_ssm.diagonal_linear_monoid",
+})

@@ -34,3 +34,35 @@ def test_check_chunk_size_still_checks_and_names_its_replacement():
 def test_a_name_that_never_was_there_is_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'nonexistent'"):
         old_validation.nonexistent  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "old, name, new",
+    [("memgym.memory.s5", "s5_monoid", "memgym.memory.diagonal_ssm.diagonal_linear_monoid"),
+     ("memgym.memory.s5", "complex_normal", "memgym.memory.diagonal_ssm.complex_normal"),
+     ("memgym.memory.s5", "diagonal_linear_monoid", "memgym.memory.diagonal_ssm.diagonal_linear_monoid"),
+     ("memgym.memory.lru", "lru_monoid", "memgym.memory.diagonal_ssm.diagonal_linear_monoid")],
+)
+def test_aliases_of_the_diagonal_monoid_forward_to_it(old, name, new):
+    with pytest.warns(DeprecationWarning, match=rf"^{re.escape(old)}\.{name} is now {re.escape(new)};"):
+        moved = getattr(importlib.import_module(old), name)
+    module, _, attribute = new.rpartition(".")
+    assert moved is getattr(importlib.import_module(module), attribute)
+
+
+def test_gating_unit_is_the_fused_gru_gate():
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    from memgym.memory import gtrxl
+    from memgym.memory.transformer import GRUGate
+
+    with pytest.warns(DeprecationWarning, match=r"^memgym\.memory\.gtrxl\.GatingUnit is now "
+                                                r"memgym\.memory\.transformer\.GRUGate with fused=True;"):
+        gating_unit = gtrxl.GatingUnit
+    x = jnp.arange(6.0).reshape(2, 3)
+    old: nn.Module = gating_unit(1.5)
+    new = GRUGate(1.5, fused=True)
+    params = new.init(jax.random.key(0), x, -x)
+    assert old == new and jax.tree.structure(old.init(jax.random.key(0), x, -x)) == jax.tree.structure(params)
