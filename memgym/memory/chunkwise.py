@@ -1,35 +1,19 @@
 """Chunkwise-parallel form of gated linear attention (linear attention, ReLiT) for training on long tapes.
 
-One head of linear attention (thesis Alg. 4) or ReLiT (Alg. 5, eq. 3.5–3.6) keeps a matrix
-state ``C [n, m]`` and a normaliser ``s [m]`` updated by a gated outer-product recurrence
+One head of linear attention (thesis Alg. 4) or ReLiT (Alg. 5, eq. 3.5–3.6) keeps a matrix state
+``C [n, m]`` and a normaliser ``s [m]`` under the gated outer-product recurrence
 
     C_t = (u_t ⊗ w_t) ⊙ C_{t−1} + v_t ⊗ k_t,     s_t = w_t ⊙ s_{t−1} + k_t,
     a_t = C_t q_t / (s_t · q_t + ε),
 
 (linear attention: ``u = w = 1``; ReLiT: ``u = 1 − β``, ``w = 1 − γ``, ``v = β ⊙ v``,
-``k = γ ⊙ k``), and a start flag at step ``t`` zeroes ``C_{t−1}, s_{t−1}`` first. Run step by
-step (the memory monoid's scan), training keeps one ``n × m`` state per step for the
-backward pass. Unrolling the recurrence inside a chunk of ``c`` steps that starts from
-``(C, s)`` gives the same outputs in *attention* form, with no per-step state:
-
-    P_{tj} = Π_{j<i≤t} w_i,  Q_{tj} = Π_{j<i≤t} u_i      (decay from step j to step t; [c, c, m], [c, c, n])
-    S_{tj} = Σ_m q_t P_{tj} k_j  · [j ≤ t, same episode]  (scores, [c, c])
-    a_t    = (Σ_j S_{tj} Q_{tj} ⊙ v_j + Q_{t,−1} ⊙ C (P_{t,−1} ⊙ q_t)) / (Σ_j S_{tj} + s · (P_{t,−1} ⊙ q_t) + ε)
-
-where ``P_{t,−1} = Π_{i≤t} w_i`` (and ``Q_{t,−1}``) carry the incoming state to step ``t``
-(zero once an episode started in the chunk), and the state at the chunk's end is
-``C' = (Q_{c−1,−1} ⊗ P_{c−1,−1}) ⊙ C + Σ_j (Q_{c−1,j} ⊙ v_j) ⊗ (P_{c−1,j} ⊙ k_j)``, likewise ``s'``.
-The decays are cumulative *products* of factors in ``[0, 1]``, never ratios or logarithms:
-they underflow to 0 exactly where the recurrence does, and stay finite for any episode length.
-
-:func:`chunkwise_attention` runs this on a tape in two levels: the tape is cut into
-checkpointed chunks of ``chunk_size`` steps (:func:`~memgym.memory.monoid.scan_in_chunks`,
-so only the states at chunk boundaries are kept for the backward pass), and each chunk into
-sub-chunks of ``sub_chunk_size`` steps computed in the attention form above (also
-rematerialised). Memory per head: ``T / chunk_size`` boundary states plus, while one chunk is
-differentiated, ``chunk_size / sub_chunk_size`` states and one sub-chunk's ``c × c × (m + n)``
-decays, instead of ``chunk_size`` per-step states. The recurrent (monoid scan) form stays the
-reference and the acting path (``T = 1``).
+``k = γ ⊙ k``), a start flag at step ``t`` zeroing ``C_{t−1}, s_{t−1}`` first. Unrolled inside a
+chunk that starts from ``(C, s)``, it gives the same outputs in attention form, with cumulative
+products of the decays and no per-step state (:func:`attention_chunk`). :func:`chunkwise_attention`
+runs a tape in checkpointed chunks of ``chunk_size`` steps, each in sub-chunks of
+``sub_chunk_size`` steps computed in that form, so training keeps chunk-boundary states instead of
+one ``n × m`` state per step. The recurrent (monoid scan) form stays the reference and the acting
+path (``T = 1``). The attention form and its memory cost: docs/memory_models.md.
 """
 
 from __future__ import annotations
@@ -75,7 +59,7 @@ def pairwise_decays(decay: jax.Array) -> tuple[jax.Array, jax.Array]:
 def attention_chunk(
     head: GatedHead, start: jax.Array, state: tuple[jax.Array, jax.Array], epsilon: float
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """Outputs ``a [c, n]`` and the state after one chunk, in attention form (module docstring).
+    """Outputs ``a [c, n]`` and the state after one chunk, in attention form (docs/memory_models.md).
 
     Args:
         head: the chunk's queries, gated keys and values, and decays (:class:`GatedHead`).

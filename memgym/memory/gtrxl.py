@@ -1,53 +1,23 @@
 """Gated Transformer-XL (GTrXL) with a sliding-window memory of ``M`` inputs per layer.
 
-References:
+References: Parisotto et al. (2020), *Stabilizing Transformers for Reinforcement Learning* (the
+GTrXL block: layer norm before each sub-layer, GRU-type gates in place of residual sums); Dai et
+al. (2019), *Transformer-XL* (self-attention over a memory of past activations, relative
+positional encodings); the recurrent-linear-transformers thesis, Alg. 3 (Transformer-XL
+self-attention on streaming data), §2.5.2 and Fig. 2.3, sizes in Tables A.2 and 5.1.
 
-* Parisotto et al. (2020), *Stabilizing Transformers for Reinforcement
-  Learning* — the GTrXL block: layer norm moved in front of each sub-layer
-  ("identity map reordering") and GRU-type gates in place of residual sums.
-* Dai et al. (2019), *Transformer-XL* — self-attention over a memory of past
-  activations with relative positional encodings.
-* The recurrent-linear-transformers thesis: Alg. 3 (Transformer-XL
-  self-attention on streaming data), §2.5.2 and Fig. 2.3 (GTrXL as an
-  actor-critic function approximator); Table A.2 / Table 5.1 for sizes.
+Each layer is the gated layer of :mod:`memgym.memory.transformer` around windowed relative
+attention: step ``t`` attends to its input and the ``M − 1`` before it, never to a step before
+its episode's start, with Dai et al.'s score ``q_i·k_j + q_i·r_{i−j} + u·k_j + v·r_{i−j}``.
 
-Block ``l`` (one layer) is the gated transformer layer of
-:mod:`memgym.memory.transformer` (:func:`~memgym.memory.transformer.gated_layer`, with
-its GRU-type gate in GTrXL's fused parameter layout) around windowed relative
-attention; on its input ``e[T, d]``:
+Carry: a tuple over layers of :class:`WindowMemory` — the window ``mem [M, d]`` and ``valid [M]``,
+plus a cache of the window's keys and values stamped with a hash of the parameters that made them
+(:func:`params_stamp`). A streaming step (``T = 1``) projects only its new row; after the
+parameters change, the cache is rebuilt once. Outputs equal the uncached computation
+(``kv_cache=False``); a ``T = 1`` call does not differentiate the key and value kernels through
+cached rows (training replays tapes, which recompute them).
 
-    a  = RelAttn(LN(cat(sg(mem), e)))      # queries from LN(e)
-    e' = gate(e, ReLU(a))
-    f  = FF(LN(e'))                        # Dense -> ReLU -> Dense
-    out = gate(e', ReLU(f))
-
-Window (Alg. 3): at step ``t`` each layer attends to ``S_t = cat(S_{t-1}[1:], e_t)``,
-i.e. the current input and the ``M − 1`` before it — never to a position
-before the current episode's start. Relative score (Dai et al. 2019, per head)
-
-    score(i, j) = q_i·k_j + q_i·r_{i−j} + u·k_j + v·r_{i−j},   r_δ = W_R R_δ,
-
-with sinusoidal ``R_δ`` for distances ``δ = 0 … M − 1`` and learned ``u, v``.
-
-State of one stream: a tuple over layers of :class:`WindowMemory` — ``mem [M, d]``,
-the last ``M`` inputs of that layer's attention, and ``valid [M]``, whether each
-belongs to the current episode; one layer stores ``M·d`` floats (Table 5.1:
-``M = 256``, ``d = 128`` → 32768). A tape is processed layer by layer; the
-attention is computed in query chunks of ``chunk_size`` against a key window of
-``chunk + M`` rows, so a long tape never builds a ``[T, M + T]`` matrix.
-
-Acting (``T = 1``) would re-run the layer norm and the key/value projections over all
-``M`` memory rows at every step (``2·M·d·H·Dh`` multiply-adds per layer, 16.8M at
-the thesis size) to use one new row. ``WindowMemory`` therefore also caches the keys and
-values of its rows (derived values, not state: they are a function of ``mem`` and the
-parameters) with a 64-bit hash of the parameters that made them (:func:`params_stamp`).
-A step projects only its new row and reuses the cache; when the parameters changed
-since (a training update), the cache is rebuilt once from ``mem`` — a ``lax.cond`` on
-:func:`~memgym.memory.batching.any_in_batch`, so under ``vmap`` the rebuild runs on one step
-for the whole batch, not on every step. The outputs are those of the uncached
-computation; only gradients differ: a ``T = 1`` call does not differentiate the key
-and value kernels through cached memory rows (training replays tapes, ``T > 1``, which
-always recompute them).
+The block's equations, the chunked attention and the cache in detail: docs/memory_models.md.
 """
 
 from __future__ import annotations
@@ -227,7 +197,7 @@ BLOCK_NAMES = LayerNames(
 
 
 class GTrXLBlock(nn.Module):
-    """One GTrXL layer over a tape, with its sliding-window memory (see the module docstring).
+    """One GTrXL layer over a tape, with its sliding-window memory (the block: docs/memory_models.md).
 
     ``__call__(e [T, d], start [T] bool, carry: WindowMemory) -> (out [T, d], carry)``.
     """

@@ -1,41 +1,19 @@
 """The linear transformer in the form of the monoid paper (Morad et al., *Revisiting Recurrent RL
 with Memory Monoids*, eq. 9–13): one memory layer, no feature map, one MLP decoder.
 
-The paper writes it as the memory monoid
+    k_t = W_k x_t,   q_t = W_q x_t,   v_t = W_v x_t   (no bias, no feature map)
+    C_t = C_{t−1} + v_t k_tᵀ          [d_v, d_k]     (the paper's A; eq. 9–12)
+    s_t = s_{t−1} + k_t               [d_k]          (the paper's a)
+    y_t = MLP(C_t q_t / den(s_t · q_t))              (eq. 13)
 
-    H = {(A, a)},   H_I = (0, 0)                                         (eq. 9–10)
-    (A, a) • (A', a') = (A + A', a + a')                                  (eq. 11)
-    f(o, b) = ((W_k o)(W_v o)^T, W_k o)                                   (eq. 12)
-    g((A, a), (o, b)) = MLP(A W_q o / (a^T W_q o))                        (eq. 13)
+``C`` is oriented as in Katharopoulos et al. (2020), which makes eq. 13 well formed; the MLP is
+``W_2 GeLU(W_1 z + b_1) + b_2`` of width ``features``. Keys and queries have any sign, so
+``s_t · q_t`` can vanish: ``den(z) = sign(z) · max(|z|, ε)`` (:func:`safe_denominator`,
+``ε = 1e−6``) keeps the readout finite and is the paper's ratio wherever ``|z| ≥ ε``.
 
-with plain linear projections ``W_k``, ``W_q`` (``d_k = key_size`` rows, no bias) and
-``W_v`` (``d_v = value_size`` rows, no bias) of the observation ``o``. The paper is loose
-about the orientation of ``A`` (eq. 12 makes it ``d_k × d_v`` and eq. 13 multiplies it
-by a ``d_k`` query); here it is the standard one of Katharopoulos et al. (2020), which
-makes eq. 13 well formed:
-
-    k_t = W_k x_t,   q_t = W_q x_t,   v_t = W_v x_t
-    C_t = C_{t−1} + v_t k_tᵀ          [d_v, d_k]   (the paper's A)
-    s_t = s_{t−1} + k_t               [d_k]        (the paper's a)
-    y_t = MLP(C_t q_t / den(s_t · q_t))
-
-and the MLP is ``W_2 GeLU(W_1 z + b_1) + b_2`` with hidden and output width ``features``
-(GeLU: flax's default tanh approximation).
-
-Unlike the thesis form (:mod:`memgym.memory.linear_attention`: ``φ = elu + 1`` makes keys
-and queries positive, so ``s · q > 0``), keys and queries here have any sign, so ``s_t · q_t``
-can be zero or negative. The denominator is made safe by keeping its sign and bounding its
-magnitude away from zero (:func:`safe_denominator`):
-
-    den(z) = sign(z) · max(|z|, ε),   sign(0) = +1,   ε = EPSILON = 1e−6
-
-so ``|den| ≥ ε`` and the readout ``C q / den`` is finite for every finite input (at most
-``|C q| / ε``); where ``|z| ≥ ε`` it is exactly the paper's ratio, sign included (adding
-``ε`` instead, as the thesis form does, would divide by zero at ``z = −ε``).
-
-The monoid is :func:`~memgym.memory.linear_attention.additive_monoid`; its identity is
-exact, so a start flag zeroes ``(C, s)`` and no information crosses an episode start.
-Carry: the element ``(C [d_v, d_k], s [d_k])`` (float32).
+The monoid is :func:`~memgym.memory.linear_attention.additive_monoid` (its identity is exact, so
+no information crosses an episode start). Carry: ``(C [d_v, d_k], s [d_k])`` (float32).
+Why this orientation and this denominator: docs/memory_models.md.
 """
 
 from __future__ import annotations

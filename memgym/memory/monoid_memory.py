@@ -4,29 +4,14 @@ A memory monoid is a monoid ``(H, •, H_I)`` with an encoder ``f`` and a decode
 
     A_t = A_{t−1} • f(x_t),     y_t = g(A_t, x_t)                          (eq. 7–8)
 
-and Thm. 3.4 makes any monoid resettable, so one scan runs over a tape of
-concatenated episodes while no information crosses an episode start.
-:class:`MonoidMemory` is that model: a subclass supplies the parts below and the
-one ``__call__`` here runs them over a tape — start flags, incoming carry,
-chunking and scan method included (:func:`~memgym.memory.monoid.run_memory_monoid`).
-
-On a long tape the scan runs in checkpointed chunks of ``chunk_size`` steps, so the
-parts that see monoid elements or states run once per chunk and are pure functions
-of their arguments; the parts that create parameters run once per call on the
-whole tape. The parts (each a method a subclass overrides):
-
-* ``check()`` — validate the options (``ValueError`` naming the option);
-* ``initialize_carry()`` — the carry of one stream before any input;
-* ``monoid()`` (module scope) — the monoid ``(H, •, H_I)``; may create its parameters;
-* ``project(x, start, carry)`` (module scope) — a :class:`Tape`: per-step encoder and
-  decoder inputs and the weights ``read`` needs;
-* ``encode(inputs)`` (per chunk) — ``f``: encoder inputs ``[K, ...]`` → monoid elements ``[K, ...]``;
-* ``read(states, queries, weights)`` (per chunk) — ``g`` as far as it needs the states:
-  states ``[K, ...]`` → readout ``[K, ...]``;
-* ``decode(readout, x)`` (module scope) — the rest of ``g``: readout ``[T, ...]`` and
-  ``x[T, F]`` → ``y[T, features]``;
-* ``element_from_carry(carry)`` / ``carry_from_element(element)`` — the monoid element a
-  carry stands for (the scan's ``A_{−1}``) and the part of the last state a stream keeps.
+and Thm. 3.4 makes any monoid resettable, so one scan runs over a tape of concatenated
+episodes while no information crosses an episode start. :class:`MonoidMemory` is that model:
+a subclass supplies the parts (``check``, ``initialize_carry``, ``monoid``, ``project``,
+``encode``, ``read``, ``decode``, ``element_from_carry`` / ``carry_from_element``; see each
+method) and the one ``__call__`` here runs them over a tape in checkpointed chunks
+(:func:`~memgym.memory.monoid.run_memory_monoid`). ``encode``, ``read`` and the carry
+conversions run once per chunk and must be pure functions of their arguments; the parts that
+create parameters run once per call on the whole tape (docs/memory_models.md).
 
 :class:`~memgym.memory.diagonal_ssm.DiagonalSSM` (S5, LRU) and
 :class:`~memgym.memory.ffm.FFM` are subclasses; multi-head monoid attention
