@@ -33,9 +33,9 @@ class TabularCueAgent:
     def _key(self, i: int, obs: np.ndarray) -> tuple:
         return self.cue[i] + tuple(int(b) for b in obs[CUE_BITS : CUE_BITS + GRAY_BITS])
 
-    def act(self, obs: np.ndarray, begin: np.ndarray) -> np.ndarray:
+    def act(self, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
         actions = np.empty(len(obs), np.int64)
-        for i, (o, b) in enumerate(zip(obs, begin)):
+        for i, (o, b) in enumerate(zip(obs, start)):
             if b:  # the first observation shows the cue: store it
                 self.cue[i] = (int(o[0]), int(o[1]))
             self.keys[i] = self._key(i, o)

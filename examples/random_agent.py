@@ -21,7 +21,7 @@ class RandomAgent:
         self.num_actions = num_actions
         self.rng = np.random.default_rng(seed)
 
-    def act(self, obs: np.ndarray, begin: np.ndarray) -> np.ndarray:
+    def act(self, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
         return self.rng.integers(self.num_actions, size=len(obs))
 
     def observe(self, action, reward, next_obs, terminated, truncated) -> None:
