@@ -119,8 +119,8 @@ class A2CAgent:
             return (params, opt_state, obs, start, end_carry, env_state), None
 
         updates = max(1, int(total_steps) // (n * t))
-        start = (params, self.optimizer.init(params), obs, start, carry, env_state)
-        (params, *_, env_state), _ = jax.lax.scan(update, start, jax.random.split(key_run, updates))
+        initial = (params, self.optimizer.init(params), obs, start, carry, env_state)
+        (params, *_, env_state), _ = jax.lax.scan(update, initial, jax.random.split(key_run, updates))
         return params, env_state  # the harness reads its episode counters from env_state
 
 
