@@ -8,13 +8,16 @@ was at ``REF`` (read with ``git show REF:memgym/envs/popgym.py`` and loaded as a
 of its own), resetting at each episode end. The two wrappers must produce the same
 observations, rewards and ends for the same seed and actions (checked first). Timed runs
 alternate between the variants (the order rotates every repeat) so that load drifting on
-a shared machine hits all alike; the table shows medians.
+a shared machine hits all alike; the table shows the best run of each (on a busy machine
+the least disturbed one; ``--median`` shows medians).
 
 End to end: a tiny agent (a jitted JAX GRU cell of 64 units and a linear head, batch 1,
-the cheapest realistic per-step policy call of a host loop) is timed on each task's
-observations, and ``agent + env`` steps/s is reported for both wrappers.
+the cheapest realistic per-step policy call of a host loop) is timed alone and called on
+every observation (``agent + env`` steps/s, both wrappers); and with ``--compare-ref``
+memgym's own host training loop (PPO with the ``tiny-gru`` memory on 8 envs) is timed
+with each wrapper, alternating updates.
 
-    python benchmarks/popgym_overhead.py --compare-ref 28c9c7b [--steps 5000] [--repeats 9] [--quick]
+    python benchmarks/popgym_overhead.py --compare-ref 28c9c7b [--steps 500] [--repeats 60] [--quick]
 
 Needs the ``popgym`` extra (and JAX for the agent column; ``--no-agent`` skips it).
 """
@@ -36,7 +39,7 @@ import numpy as np
 from memgym.envs.popgym import PopGymEnv, _popgym_class
 
 DEFAULT_ENVS = ("RepeatPreviousEasy", "RepeatFirstEasy", "CountRecallEasy", "AutoencodeEasy",
-                "BattleshipEasy", "PositionOnlyCartPoleEasy")
+                "BattleshipEasy", "PositionOnlyCartPoleEasy", "NoisyPositionOnlyPendulumEasy")
 MODULE_PATH = "memgym/envs/popgym.py"
 
 
@@ -127,44 +130,85 @@ def play_with_agent(env, agent, actions: list) -> float:
     return time.perf_counter() - start
 
 
-def measure(name: str, old: types.ModuleType | None, steps: int, repeats: int, agent: bool) -> dict[str, float]:
+def agent_alone(obs, agent, actions: list) -> float:
+    """Seconds for ``len(actions)`` agent steps on one observation."""
+    start = time.perf_counter()
+    for _ in actions:
+        agent(obs)
+    return time.perf_counter() - start
+
+
+def measure(name: str, old: types.ModuleType | None, steps: int, repeats: int, agent: bool,
+            median: bool) -> dict[str, float]:
+    """Steps/s of each variant: ``raw``, ``after``, ``before`` and, with ``agent``, ``agent``
+    (the tiny agent alone) and ``agent+after`` / ``agent+before``."""
     cls = _popgym_class(name)
-    raw = cls()
-    variants = {"raw": raw, "after": PopGymEnv(cls())}
+    envs = {"raw": cls(), "after": PopGymEnv(cls())}
     if old is not None:
-        variants["before"] = old.PopGymEnv(cls())
-    raw.action_space.seed(0)
-    actions = [raw.action_space.sample() for _ in range(steps)]
+        envs["before"] = old.PopGymEnv(cls())
+    envs["raw"].action_space.seed(0)
+    actions = [envs["raw"].action_space.sample() for _ in range(steps)]
     if old is not None:
-        check_same_episodes(variants["before"], variants["after"], actions[:2000])
-    runs = {key: (play, env, None) for key, env in variants.items()}
+        check_same_episodes(envs["before"], envs["after"], actions[:2000])
+    runs = {key: (play, (env,)) for key, env in envs.items()}
     if agent:
-        act = tiny_agent(variants["after"].observation_space.shape[0])
-        act(variants["after"].reset(seed=0)[0])  # compile
-        runs.update({f"agent+{key}": (play_with_agent, variants[key], act) for key in variants if key != "raw"})
+        act = tiny_agent(envs["after"].observation_space.shape[0])
+        first = envs["after"].reset(seed=0)[0]
+        act(first)  # compile
+        runs["agent"] = (agent_alone, (first, act))
+        runs.update({f"agent+{key}": (play_with_agent, (envs[key], act)) for key in envs if key != "raw"})
     seconds: dict[str, list[float]] = {key: [] for key in runs}
-
-    def run(key: str, actions: list) -> float:
-        how, env, act = runs[key]
-        return how(env, actions) if act is None else how(env, act, actions)
-
-    for key in runs:  # warm-up
-        run(key, actions[: min(steps, 500)])
+    for how, arguments in runs.values():  # warm-up
+        how(*arguments, actions[: min(steps, 500)])
     order = list(runs)
     for repeat in range(repeats):
         for key in order[repeat % len(order) :] + order[: repeat % len(order)]:
-            seconds[key].append(run(key, actions))
-    return {key: steps / statistics.median(values) for key, values in seconds.items()}
+            how, arguments = runs[key]
+            seconds[key].append(how(*arguments, actions))
+    pick = statistics.median if median else min
+    return {key: steps / pick(values) for key, values in seconds.items()}
+
+
+def measure_training(name: str, module_of: dict[str, types.ModuleType], updates: int, memory: str = "tiny-gru",
+                     num_envs: int = 8, rollout_length: int = 32) -> dict[str, float]:
+    """Environment steps/s of memgym's host training loop (PPO with ``memory``, ``num_envs`` envs in a
+    ``SyncVectorEnv``) on task ``name``, for each wrapper module in ``module_of``; updates
+    alternate between the wrappers (the order rotating), after one compiling update each."""
+    import gymnasium as gym
+
+    from memgym.agents.host import HostLoop
+    from memgym.agents.ppo import PPOConfig
+
+    config = PPOConfig(memory=memory, num_envs=num_envs, rollout_length=rollout_length, total_steps=10**9)
+    loops = {}
+    for key, module in module_of.items():
+        envs = gym.vector.SyncVectorEnv([lambda module=module: module.PopGymEnv(name)] * num_envs,
+                                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        loops[key] = HostLoop.for_config(config, envs)
+        loops[key].update()  # compiles
+    seconds: dict[str, list[float]] = {key: [] for key in loops}
+    order = list(loops)
+    for update in range(updates):
+        for key in order[update % len(order) :] + order[: update % len(order)]:
+            start = time.perf_counter()
+            loops[key].update()
+            seconds[key].append(time.perf_counter() - start)
+    return {key: num_envs * rollout_length / min(values) for key, values in seconds.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare-ref", metavar="GIT_REF", help="also time PopGymEnv as it was at this revision")
-    parser.add_argument("--steps", type=int, default=5_000, help="steps per timed run")
-    parser.add_argument("--repeats", type=int, default=9, help="timed runs per variant (median)")
+    parser.add_argument("--steps", type=int, default=500, help="steps per timed run (short runs: more of them undisturbed)")
+    parser.add_argument("--repeats", type=int, default=60, help="timed runs per variant (the best is shown)")
+    parser.add_argument("--median", action="store_true", help="show the median run instead of the best")
     parser.add_argument("--quick", action="store_true", help="1000 steps, 3 repeats")
-    parser.add_argument("--no-agent", action="store_true", help="skip the end-to-end column (no JAX)")
+    parser.add_argument("--no-agent", action="store_true", help="skip the end-to-end columns (no JAX)")
     parser.add_argument("--envs", nargs="*", default=list(DEFAULT_ENVS), help="popgym class names")
+    parser.add_argument("--train", nargs="*", default=["RepeatPreviousEasy", "CountRecallEasy"], metavar="NAME",
+                        help="tasks of the training-loop comparison (with --compare-ref; none: skip it)")
+    parser.add_argument("--train-updates", type=int, default=40, help="timed PPO updates per wrapper (best shown)")
+    parser.add_argument("--train-memory", default="tiny-gru", help="memory model of the training loop")
     args = parser.parse_args()
     steps, repeats = (1000, 3) if args.quick else (args.steps, args.repeats)
     old = load_module_at(args.compare_ref) if args.compare_ref else None
@@ -172,33 +216,47 @@ def main() -> None:
 
     load_before = os.getloadavg()
     print(f"popgym wrapper cost ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"numpy {np.__version__}); {steps} random-action steps x {repeats} repeats, median steps/s; "
-          f"before = PopGymEnv at {args.compare_ref or '(not measured)'}, after = this checkout\n")
-    head = "| task | raw popgym | after | µs added/step (after) |"
-    rule = "|---|---:|---:|---:|"
-    if old is not None:
-        head += " before | µs added/step (before) | after / before |"
-        rule += "---:|---:|---:|"
+          f"numpy {np.__version__}); {steps} random-action steps x {repeats} repeats, "
+          f"{'median' if args.median else 'best'} run; before = PopGymEnv at {args.compare_ref or '(not measured)'}, "
+          "after = this checkout; steps/s unless marked\n")
+    columns = ["task", "raw popgym"] + (["before"] if old else []) + ["after"]
+    columns += (["after / before", "µs added/step, before"] if old else []) + ["µs added/step, after"]
     if agent:
-        head += " agent + after |" + (" agent + before | end to end after / before |" if old is not None else "")
-        rule += "---:|" + ("---:|---:|" if old is not None else "")
-    print(head)
-    print(rule)
+        columns += (["agent + before"] if old else []) + ["agent + after"]
+        columns += ["end to end after / before", "(after − before) / agent step"] if old else []
+    print("| " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * (len(columns) - 1))
+    agent_us = []
     for name in args.envs:
-        rates = measure(name, old, steps, repeats, agent)
-        raw, after = rates["raw"], rates["after"]
-        row = f"| {name} | {raw:,.0f} | {after:,.0f} | {(1 / after - 1 / raw) * 1e6:.2f} |"
-        if old is not None:
-            before = rates["before"]
-            row += f" {before:,.0f} | {(1 / before - 1 / raw) * 1e6:.2f} | {after / before:.2f} |"
+        rate = measure(name, old, steps, repeats, agent, args.median)
+        added = {key: (1 / rate[key] - 1 / rate["raw"]) * 1e6 for key in ("before", "after") if key in rate}
+        cells = [name.removesuffix("Easy") if name.endswith("Easy") else name, f"{rate['raw']:,.0f}"]
+        cells += ([f"{rate['before']:,.0f}"] if old else []) + [f"{rate['after']:,.0f}"]
+        cells += [f"{rate['after'] / rate['before']:.2f}", f"{added['before']:.2f}"] if old else []
+        cells += [f"{added['after']:.2f}"]
         if agent:
-            row += f" {rates['agent+after']:,.0f} |"
-            if old is not None:
-                row += f" {rates['agent+before']:,.0f} | {rates['agent+after'] / rates['agent+before']:.3f} |"
-        print(row, flush=True)
+            agent_us.append(1e6 / rate["agent"])
+            cells += ([f"{rate['agent+before']:,.0f}"] if old else []) + [f"{rate['agent+after']:,.0f}"]
+            if old:
+                cells += [f"{rate['agent+after'] / rate['agent+before']:.3f}",
+                          f"{(added['after'] - added['before']) / agent_us[-1]:.1%}"]
+        print("| " + " | ".join(cells) + " |", flush=True)
+    if old is not None and args.train:
+        print(f"\nmemgym's host training loop (PPO, {args.train_memory}, 8 envs x 32 steps an update), "
+              "env steps/s, best update:\n")
+        print("| task | before | after | after / before |\n|---|---:|---:|---:|")
+        for name in args.train:
+            rate = measure_training(name, {"before": old, "after": sys.modules[PopGymEnv.__module__]},
+                                    3 if args.quick else args.train_updates, args.train_memory)
+            label = name.removesuffix("Easy") if name.endswith("Easy") else name
+            print(f"| {label} | {rate['before']:,.0f} | {rate['after']:,.0f} | {rate['after'] / rate['before']:.3f} |",
+                  flush=True)
     load_after = os.getloadavg()
-    print(f"\nload average (1, 5, 15 min): before {', '.join(f'{x:.2f}' for x in load_before)}; "
-          f"after {', '.join(f'{x:.2f}' for x in load_after)}")
+    if agent:
+        print(f"\ntiny agent alone (jitted GRU-64 + head, batch 1): {min(agent_us):.1f} µs a step at best, "
+              f"{statistics.median(agent_us):.1f} µs median over the tasks")
+    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in load_before)} before, "
+          f"{', '.join(f'{x:.2f}' for x in load_after)} after; {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
