@@ -6,7 +6,7 @@ times, side by side in one process:
 * ``step`` — one streaming step (``T = 1``) of the memory model, vmapped over 8 streams, as
   the collector calls it: a ``lax.scan`` of 64 steps, jitted, median of ``--repeats`` calls
   after a warm-up, divided by 64;
-* ``collect`` — ``ActorCriticTrainer.collect`` of 8 environments × 256 steps on the T-Maze
+* ``collect`` — ``A2CTrainer.collect`` of 8 environments × 256 steps on the T-Maze
   (corridor 120), the acting half of an A2C update.
 
 ``cached`` is the default (``kv_cache=True``: a step projects only its new row and reads the
@@ -29,8 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from memgym import memory
-from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import ActorCriticConfig
+from memgym.agents.a2c import A2CConfig, A2CTrainer
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
 THESIS_GTRXL = dict(features=128, num_layers=4, num_heads=4, head_dim=64)  # Table A.2
@@ -68,12 +67,12 @@ def step_ms(memory_size: int, kv_cache: bool, repeats: int) -> float:
 
 
 def collect_ms(memory_size: int, kv_cache: bool, repeats: int) -> float:
-    config = ActorCriticConfig(
-        algorithm="a2c", memory=f"gtrxl-{memory_size}", memory_config=json.dumps({"kv_cache": kv_cache}),
-        num_envs=8, rollout_length=256,
+    config = A2CConfig(
+        memory=f"gtrxl-{memory_size}", memory_config=json.dumps({"kv_cache": kv_cache}), num_envs=8,
+        rollout_length=256,
     )
     env_params = tmaze_params(120, max_episode_steps=1000)
-    trainer = ActorCriticTrainer(config, TMazeJax(), example_params=env_params)
+    trainer = A2CTrainer(config, TMazeJax(), example_params=env_params)
     state = jax.jit(trainer.init)(jax.random.key(0), env_params)
     collect = jax.jit(lambda state: trainer.collect(state, env_params, trainer.acting(state)[0]))
     return median_seconds(lambda: collect(state), repeats) * 1e3

@@ -37,8 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.agents.config import DQNConfig
-from memgym.agents.dqn import DQNTrainer
+from memgym.agents.dqn import DQNConfig, DQNTrainer
 from memgym.agents.metrics import success_over_last
 from memgym.buffers.tape import TapeReplay
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params

@@ -1,7 +1,7 @@
 """Training speed: environment steps per second of A2C on the T-Maze for every thesis memory model.
 
 Each memory model is trained with the pure-JAX A2C trainer
-(:class:`memgym.agents.actor_critic.ActorCriticTrainer`) at the thesis T-Maze
+(:class:`memgym.agents.a2c.A2CTrainer`) at the thesis T-Maze
 setup: the :data:`~memgym.agents.config.MEMORY_PRESETS` sizes of Table A.2
 (LSTM 600, GRU 680; GTrXL / ReLiT / AReLiT d = 128, 4 layers, 4 heads × 64,
 η = 4, r = 1, GTrXL memory M = 128 or 256; S5 / LRU / FFM / linear attention
@@ -126,22 +126,22 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
     import jax
     import numpy as np
 
-    from memgym.agents.actor_critic import ActorCriticTrainer
-    from memgym.agents.config import MEMORY_PRESETS, THESIS_TMAZE_HPARAMS, ActorCriticConfig
+    from memgym.agents.a2c import A2CConfig, A2CTrainer
+    from memgym.agents.config import MEMORY_PRESETS, THESIS_TMAZE_HPARAMS
     from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
     updates, runs, repeats = opts["updates"], opts["runs"], opts["repeats"]
     name = preset
     preset, overrides = VARIANTS.get(name, (name, {}))
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
-    config = ActorCriticConfig(
-        algorithm="a2c", memory=preset, memory_config=json.dumps(overrides), learning_rate=learning_rate,
-        entropy_coef=entropy_coef, num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
+    config = A2CConfig(
+        memory=preset, memory_config=json.dumps(overrides), learning_rate=learning_rate, entropy_coef=entropy_coef,
+        num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
     )
     steps_per_update = config.env_steps_per_update
     env = TMazeJax()
     env_params = tmaze_params(opts["corridor_length"], max_episode_steps=opts["max_episode_steps"])
-    trainer = ActorCriticTrainer(config, env, example_params=env_params)
+    trainer = A2CTrainer(config, env, example_params=env_params)
     row: dict[str, Any] = {
         "model": name, "memory_model": MEMORY_PRESETS[preset][0], "memory_config": {**MEMORY_PRESETS[preset][1], **overrides},
         "updates": updates, "steps_per_update": steps_per_update,

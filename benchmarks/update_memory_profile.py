@@ -34,15 +34,15 @@ from pathlib import Path
 
 WORKER = r"""
 import json, sys, jax
-from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import THESIS_TMAZE_HPARAMS, ActorCriticConfig
+from memgym.agents.a2c import A2CConfig, A2CTrainer
+from memgym.agents.config import THESIS_TMAZE_HPARAMS
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 preset = sys.argv[1]
 learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
-config = ActorCriticConfig(algorithm="a2c", memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef,
-                           num_envs=8, rollout_length=256)
+config = A2CConfig(memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef, num_envs=8,
+                   rollout_length=256)
 params = tmaze_params(120, max_episode_steps=1000)
-trainer = ActorCriticTrainer(config, TMazeJax(), example_params=params)
+trainer = A2CTrainer(config, TMazeJax(), example_params=params)
 state = jax.jit(trainer.init)(jax.random.key(0), params)
 compiled = jax.jit(lambda s, p: trainer.run(s, p, 1), donate_argnums=0).lower(state, params).compile()
 stats = compiled.memory_analysis()

@@ -42,9 +42,11 @@ def test_play_command_end_of_input_and_bad_length():
     done = run_cli("play", "tmaze", "--corridor-length", "4", "--seed", "1", stdin="www")
     assert done.returncode == 0 and "Bye: 0/0" in done.stdout
     bad = run_cli("play", "tmaze", "--corridor-length", "300")
-    assert bad.returncode == 2 and "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 300" in bad.stderr
+    assert bad.returncode == 2 and ("corridor_length must be an integer in [1, 256] (2**gray_bits positions with "
+                                    "gray_bits=8), got corridor_length=300") in bad.stderr
     bad = run_cli("play", "tmaze", "--corridor-length", "0")
-    assert bad.returncode == 2 and "expected an integer >= 1, got 0" in bad.stderr
+    assert bad.returncode == 2
+    assert "argument --corridor-length: value must be a positive integer, got value=0" in bad.stderr
 
 
 def test_demo_scripted_policy_always_succeeds(capsys):
@@ -65,14 +67,17 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     assert bad.returncode == 2 and "seeds must be a positive integer, got seeds=0" in bad.stderr
     results = str(tmp_path / "r")
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--corridor-lengths", "4,0", "--results", results)
-    assert bad.returncode == 2 and "corridor_length must be in [1, 2**gray_bits] = [1, 256], got 0" in bad.stderr
+    assert bad.returncode == 2 and ("corridor_length must be an integer in [1, 256] (2**gray_bits positions with "
+                                    "gray_bits=8), got corridor_length=0") in bad.stderr
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--track", "maze", "--results", results)
     assert bad.returncode == 2 and "unknown track 'maze'; choose one of tmaze, popgym-repeat-previous" in bad.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
+    from memgym.agents.a2c import A2CConfig
     from memgym.agents.config import resolve_memory
+    from memgym.agents.ppo import PPOConfig
     from memgym.cli import build_parser, train_setup
 
     def setup(*argv: str):
@@ -82,7 +87,7 @@ def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
     assert env == "memgym/MemoryMaze-11x11-v0"  # the thesis's sweep env (Appendix A.2)
     # Table A.3: 1 epoch, 32 workers × 2 envs, rollout 200, sequences of 100, batch 3200, clip 0.1, value clip 1,
     # gradient norm 4, value coefficient 0.5, γ 0.99, λ 0.95.
-    assert (config.algorithm, config.epochs, config.num_envs, config.rollout_length) == ("ppo", 1, 64, 200)
+    assert type(config) is PPOConfig and (config.epochs, config.num_envs, config.rollout_length) == (1, 64, 200)
     assert (config.batching, config.segment_length) == ("segment", 100)
     segments = config.num_envs * config.rollout_length // config.segment_length
     assert segments // config.num_minibatches * config.segment_length == 3200
@@ -102,6 +107,29 @@ def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
         "memgym/MemoryMaze-15x15-v0", 2, 1000, 0.0025)
     assert config.epochs == 1 and config.memory == "memory-maze-lstm"
     config, env = setup()
-    assert (config.algorithm, config.memory, config.total_steps, env) == ("a2c", "arelit", 1_000_000, "memgym/TMaze-v0")
-    bad = run_cli("train", "--preset", "memory-maze-arelit", "--agent", "a2c")
-    assert bad.returncode == 2 and "--preset memory-maze-arelit trains --agent ppo, not --agent a2c" in bad.stderr
+    assert type(config) is A2CConfig
+    assert (config.memory, config.total_steps, env) == ("arelit", 1_000_000, "memgym/TMaze-v0")
+    bad = run_cli("train", "--preset", "memory-maze-arelit", "--algorithm", "a2c")
+    assert bad.returncode == 2
+    assert "--preset memory-maze-arelit trains --algorithm ppo, not --algorithm a2c" in bad.stderr
+
+
+def test_train_agent_flag_still_works_with_a_deprecation_message(capsys):
+    """memgym 0.1's ``memgym train --agent NAME`` is ``--algorithm NAME``, with a message on stderr."""
+    from memgym.agents.dqn import DQNConfig
+    from memgym.agents.ppo import PPOConfig
+    from memgym.cli import build_parser, main, train_setup
+
+    def setup(*argv: str):
+        return train_setup(build_parser().parse_args(["train", *argv]))
+
+    config, _ = setup("--agent", "ppo", "--memory", "tiny-gru", "--num-minibatches", "2")
+    assert type(config) is PPOConfig and config.num_minibatches == 2
+    assert config == setup("--algorithm", "ppo", "--memory", "tiny-gru", "--num-minibatches", "2")[0]
+    err = capsys.readouterr().err
+    assert "--agent is deprecated (it stops working in memgym 0.3): use --algorithm ppo" in err
+    assert err.count("deprecated") == 1  # --algorithm alone prints nothing
+    config, _ = setup("--agent", "dqn", "--algorithm", "dqn")
+    assert type(config) is DQNConfig
+    assert main(["train", "--agent", "dqn", "--algorithm", "a2c"]) == 2
+    assert "--agent dqn and --algorithm a2c disagree" in capsys.readouterr().err

@@ -170,24 +170,28 @@ class Schedule:
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring of each field of dataclass ``cls``: the string literal right under the field.
 
-    Read from the class's source (the CleanRL/tyro convention), so it is empty when
-    the source is not available.
+    Read from the source of ``cls`` and of the classes it inherits fields from (the
+    CleanRL/tyro convention; a subclass's docstring of a field wins), so a class whose
+    source is not available contributes nothing.
     """
     import ast
     import inspect
     import textwrap
 
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):
-        return {}
-    body = ast.parse(source).body[0].body
-    docs = {}
-    for field, following in zip(body, body[1:]):
-        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)):
-            docs[field.target.id] = " ".join(following.value.value.split())
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0].body
+        for field, following in zip(body, body[1:]):
+            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                    and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)):
+                docs[field.target.id] = " ".join(following.value.value.split())
     return docs
 
 

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from memgym.agents.a2c import A2CConfig, A2CTrainer
 from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import ActorCriticConfig
+from memgym.agents.ppo import PPOConfig, PPOTrainer
 from memgym.buffers.rollout import replay_inputs
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
+BASE = dict(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 4, learning_rate=1e-3,
+            entropy_coef=1e-2)
+PPO_BASE = dict(num_minibatches=2, segment_length=8)
 
-def config(**overrides) -> ActorCriticConfig:
-    base = dict(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 4, learning_rate=1e-3,
-                entropy_coef=1e-2, num_minibatches=2, segment_length=8)
-    return ActorCriticConfig(**{**base, **overrides})
+
+def config(**overrides) -> A2CConfig:
+    return A2CConfig(**{**BASE, **overrides})
+
+
+def ppo_config(**overrides) -> PPOConfig:
+    return PPOConfig(**{**BASE, **PPO_BASE, **overrides})
 
 
 @pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit"])
 def test_replay_from_stored_carries_reproduces_acting(memory):
     """Two rollouts in a row: the learner's tape replay gives the actor's values and log-probs."""
-    trainer = ActorCriticTrainer(config(memory=memory), TMazeJax())
+    trainer = A2CTrainer(config(memory=memory), TMazeJax())
     params = tmaze_params(3, max_episode_steps=12)
     state = trainer.init(jax.random.key(0), params)
     collect = jax.jit(lambda state, params: trainer.collect(state, params, state.params))
@@ -49,7 +58,7 @@ def success_at_end(metrics) -> np.ndarray:
 
 
 def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
-    trainer = ActorCriticTrainer(config(total_steps=100_000), TMazeJax())
+    trainer = A2CTrainer(config(total_steps=100_000), TMazeJax())
     params = tmaze_params(np.array([3, 5]), max_episode_steps=np.array([50, 50]))
     _, metrics = jax.jit(jax.vmap(trainer.train))(jax.random.split(jax.random.key(0), 2), params)
     assert metrics["episodes"].shape == (2, trainer.config.num_updates)
@@ -59,9 +68,7 @@ def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
 
 @pytest.mark.parametrize("batching", ["tape", "segment"])
 def test_ppo_learns_short_tmaze(batching):
-    trainer = ActorCriticTrainer(
-        config(algorithm="ppo", batching=batching, total_steps=60_000, learning_rate=3e-3, epochs=2), TMazeJax()
-    )
+    trainer = PPOTrainer(ppo_config(batching=batching, total_steps=60_000, learning_rate=3e-3, epochs=2), TMazeJax())
     _, metrics = jax.jit(trainer.train)(jax.random.key(1), tmaze_params(2, max_episode_steps=30))
     assert np.isfinite(np.asarray(metrics["policy_loss"])).all()
     assert success_at_end(metrics) > 0.9
@@ -69,7 +76,7 @@ def test_ppo_learns_short_tmaze(batching):
 
 def test_run_continues_train():
     """``init`` + ``run`` in two chunks equals one ``train`` call (resumable training)."""
-    trainer = ActorCriticTrainer(config(), TMazeJax())
+    trainer = A2CTrainer(config(), TMazeJax())
     params = tmaze_params(3, max_episode_steps=20)
     whole, metrics = jax.jit(trainer.train)(jax.random.key(3), params)
     run = jax.jit(trainer.run, static_argnums=2)
@@ -82,7 +89,7 @@ def test_run_continues_train():
 
 
 def test_act_is_one_step_of_the_policy():
-    trainer = ActorCriticTrainer(config(), TMazeJax())
+    trainer = A2CTrainer(config(), TMazeJax())
     policy = trainer.init_params(jax.random.key(0))
     obs, _ = TMazeJax().reset(jax.random.key(1), tmaze_params(3))
     action, carry = trainer.act(policy, trainer.initialize_carry(), obs, jnp.ones((), bool), jax.random.key(2))
@@ -90,24 +97,47 @@ def test_act_is_one_step_of_the_policy():
     assert jax.tree.structure(carry) == jax.tree.structure(trainer.initialize_carry())
 
 
+@pytest.mark.parametrize("make", [config, ppo_config], ids=["a2c", "ppo"])
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (dict(algorithm="sac"), "algorithm must be 'a2c' or 'ppo'"),
-        (dict(batching="ring"), "batching must be 'tape' or 'segment'"),
-        (dict(gamma=1.5), "gamma must be in"),
-        (dict(num_envs=0), "num_envs must be a positive integer"),
-        (dict(total_steps=10), "less than one update"),
-        (dict(algorithm="ppo", num_minibatches=3), "num_minibatches=3 must divide"),
-        (dict(algorithm="ppo", batching="segment", segment_length=7), "multiple of segment_length=7"),
+        (dict(gamma=1.5), r"gamma must be a number in \[0, 1\], got gamma=1.5"),
+        (dict(learning_rate=0), r"learning_rate must be a number in \(0, inf\], got learning_rate=0"),
+        (dict(num_envs=0), "num_envs must be a positive integer, got num_envs=0"),
+        (dict(total_steps=10), "total_steps=10 is less than one update"),
         (dict(memory="transformer"), "unknown memory 'transformer'"),
         (dict(memory_config="{bad"), "memory_config must be a JSON object"),
         (dict(memory_config='{"foo": 1}'), r"unknown option\(s\) \['foo'\]"),
     ],
 )
-def test_bad_config(overrides, message):
+def test_bad_config(make, overrides, message):
     with pytest.raises(ValueError, match=message):
-        config(**overrides)
+        make(**overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(batching="ring"), "batching must be one of 'tape', 'segment', got batching='ring'"),
+        (dict(epochs=0), "epochs must be a positive integer, got epochs=0"),
+        (dict(clip_eps=0.0), r"clip_eps must be a number in \(0, inf\], got clip_eps=0.0"),
+        (dict(num_minibatches=3), "num_minibatches=3 must divide"),
+        (dict(batching="segment", segment_length=7), "multiple of segment_length=7"),
+    ],
+)
+def test_bad_ppo_config(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ppo_config(**overrides)
+
+
+def test_a2c_config_has_no_ppo_fields():
+    assert {f.name for f in dataclasses.fields(PPOConfig)} - {f.name for f in dataclasses.fields(A2CConfig)} == {
+        "epochs", "num_minibatches", "clip_eps", "value_clip", "batching", "segment_length"}
+    with pytest.raises(TypeError, match="epochs"):
+        A2CConfig(epochs=2)
+    assert not hasattr(A2CConfig(), "algorithm") and not hasattr(PPOConfig(), "algorithm")
+    assert ppo_config(batching="segment").num_rows == 8 * 32 // 8 and ppo_config().num_rows == 8
+    assert issubclass(A2CTrainer, ActorCriticTrainer) and issubclass(PPOTrainer, ActorCriticTrainer)
 
 
 def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
@@ -122,12 +152,12 @@ def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
 
     calls = []
 
-    class CountingTrainer(ActorCriticTrainer):
+    class CountingTrainer(A2CTrainer):
         def bootstrap(self, params, carry, obs):
             jax.debug.callback(lambda: calls.append(1))
             return super().bootstrap(params, carry, obs)
 
-    config = ActorCriticConfig(memory="tiny-gru", num_envs=3, rollout_length=40, total_steps=3 * 40)
+    config = A2CConfig(memory="tiny-gru", num_envs=3, rollout_length=40, total_steps=3 * 40)
     params = tmaze_params(np.array([2, 3]), max_episode_steps=np.array([7, 9]))
     trainer = CountingTrainer(config, TMazeJax(), example_params=tmaze_params(2))
     state = jax.vmap(trainer.init)(jax.random.split(jax.random.key(0), 2), params)

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memgym.agents.config import DQNConfig
-from memgym.agents.dqn import DQNTrainer, make_train, markov_tape
+from memgym.agents import make_train
+from memgym.agents.dqn import DQNConfig, DQNTrainer, markov_tape
 from memgym.buffers.tape import Batch
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 

@@ -8,7 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memgym.agents.config import ActorCriticConfig, DQNConfig
+from memgym.agents.a2c import A2CConfig
+from memgym.agents.dqn import DQNConfig
+from memgym.agents.ppo import PPOConfig
 from memgym.agents.encoders import ImpalaResNet, ObservationEncoder
 from memgym.agents.spec import EnvSpec, ObservationLayout
 
@@ -88,7 +90,8 @@ def test_encoder_without_image_only_casts():
 
 
 @pytest.mark.parametrize("config", [
-    ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8),
+    A2CConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8),
+    PPOConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8, num_minibatches=2),
     DQNConfig(memory="tiny-gru", num_envs=2, batch_size=8, buffer_size=64, learning_starts=0, total_steps=8),
 ])
 def test_trainers_put_the_resnet_in_front_of_the_memory_for_images(config):

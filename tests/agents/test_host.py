@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import memgym  # noqa: F401  (registers the environments)
-from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import ActorCriticConfig
+from memgym.agents.a2c import A2CConfig, A2CTrainer
+from memgym.agents.dqn import DQNConfig
 from memgym.agents.host import HostLoop
+from memgym.agents.ppo import PPOConfig
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
 
@@ -23,9 +24,9 @@ def vector_env(num_envs: int, autoreset=gym.vector.AutoresetMode.SAME_STEP):
 
 
 def test_host_loop_counts_episodes_and_learns_the_short_maze():
-    config = ActorCriticConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 160,
-                               learning_rate=1e-3, entropy_coef=1e-2)
-    loop = HostLoop(ActorCriticTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
+    config = A2CConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 160,
+                       learning_rate=1e-3, entropy_coef=1e-2)
+    loop = HostLoop(A2CTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
     history = [loop.update() for _ in range(config.num_updates)]
     assert history[-1]["env_steps"] == config.total_steps
     assert all(np.isfinite(h["policy_loss"]) for h in history)
@@ -34,8 +35,8 @@ def test_host_loop_counts_episodes_and_learns_the_short_maze():
 
 
 def test_host_loop_rejects_mismatched_envs():
-    config = ActorCriticConfig(memory="tiny-gru", num_envs=8)
-    trainer = ActorCriticTrainer(config, TMazeJax())
+    config = A2CConfig(memory="tiny-gru", num_envs=8)
+    trainer = A2CTrainer(config, TMazeJax())
     with pytest.raises(ValueError, match="config.num_envs=8"):
         HostLoop(trainer, vector_env(4))
     with pytest.raises(ValueError, match="SAME_STEP"):
@@ -43,7 +44,6 @@ def test_host_loop_rejects_mismatched_envs():
 
 
 def test_dqn_host_loop_learns_the_short_maze():
-    from memgym.agents.config import DQNConfig
     from memgym.agents.dqn import DQNTrainer
 
     config = DQNConfig(memory="gru", memory_config='{"features": 32}', num_envs=8, total_steps=12_000,
@@ -60,14 +60,12 @@ def test_dqn_host_loop_learns_the_short_maze():
 @pytest.mark.parametrize("kind", ["ppo", "dqn"])
 def test_host_loops_train_on_popgym(kind):
     pytest.importorskip("popgym")
-    from memgym.agents.config import DQNConfig
 
     envs = gym.make_vec("memgym/popgym-RepeatPreviousEasy-v0", num_envs=4, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
     if kind == "ppo":
-        config = ActorCriticConfig(algorithm="ppo", memory="ffm", memory_config='{"features": 16, "memory_size": 8, '
-                                   '"context_size": 4}', num_envs=4, rollout_length=16, total_steps=4 * 16 * 3,
-                                   num_minibatches=2)
+        config = PPOConfig(memory="ffm", memory_config='{"features": 16, "memory_size": 8, "context_size": 4}',
+                           num_envs=4, rollout_length=16, total_steps=4 * 16 * 3, num_minibatches=2)
     else:
         config = DQNConfig(memory="lru", memory_config='{"features": 16, "state_size": 8}', num_envs=4,
                            total_steps=4 * 40, batch_size=32, buffer_size=400, learning_starts=64)
@@ -91,15 +89,13 @@ class DeterministicTMaze(TMazeJax):
 @pytest.mark.parametrize("kind", ["a2c", "dqn"])
 def test_functional_and_host_collectors_record_the_same_steps(kind):
     """Same seed, same environment: both collectors draw the same keys, act the same and record the same."""
-    from memgym.agents.config import DQNConfig
     from memgym.agents.registry import make_trainer
     from memgym.envs.functional import GymnasiumAdapter
 
     env = DeterministicTMaze()
     params = tmaze_params(3, num_distractors=0, max_episode_steps=5)  # terminations and truncations
     if kind == "a2c":
-        config = ActorCriticConfig(memory="tiny-gru", num_envs=4, rollout_length=24, total_steps=4 * 24,
-                                   entropy_coef=1e-2)
+        config = A2CConfig(memory="tiny-gru", num_envs=4, rollout_length=24, total_steps=4 * 24, entropy_coef=1e-2)
     else:
         config = DQNConfig(memory="tiny-gru", num_envs=4, steps_per_update=24, total_steps=4 * 24, batch_size=32,
                            buffer_size=400, learning_starts=0, epsilon_start=0.5)
@@ -132,7 +128,6 @@ def test_functional_and_host_collectors_record_the_same_steps(kind):
 def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
     """Driven through act/observe only: it learns every steps_per_update steps, then, once total_steps are
     spent, acts with the trainer's evaluation policy (greedy Q for DQN) on every stream's own carry."""
-    from memgym.agents.config import DQNConfig
     from memgym.agents.host import HostAgent
     from memgym.agents.trainer import broadcast
 
@@ -170,7 +165,6 @@ def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
 
 
 def test_host_agent_refuses_act_and_observe_out_of_turn():
-    from memgym.agents.config import DQNConfig
     from memgym.agents.host import HostAgent
 
     envs = vector_env(2)

@@ -20,34 +20,35 @@ import jax
 import numpy as np
 import pytest
 
-from memgym.agents.actor_critic import make_train
-from memgym.agents.config import ActorCriticConfig, DQNConfig
+from memgym.agents import make_train
+from memgym.agents.a2c import A2CConfig
+from memgym.agents.dqn import DQNConfig
+from memgym.agents.ppo import PPOConfig
 from memgym.agents.metrics import success_over_last
 from memgym.envs.tmaze_jax import tmaze_params
 
 # A2C on the T-Maze with corridor length 10 (the junction is 9 steps from the cue).
 CORRIDOR = 10
 MAX_EPISODE_STEPS = 40
-A2C_BUDGET = dict(algorithm="a2c", num_envs=16, rollout_length=32, total_steps=300_000, learning_rate=1e-3,
-                  entropy_coef=1e-2)
+A2C_BUDGET = dict(num_envs=16, rollout_length=32, total_steps=300_000, learning_rate=1e-3, entropy_coef=1e-2)
 # A small AReLiT: width 64, one layer, 2 heads × 32, η = 4, r = 1 (the thesis uses 128, 4 layers, 4 × 64).
 SMALL_ARELIT = dict(features=64, num_layers=1, num_heads=2, head_dim=32, eta=4, r=1)
 
 
-def train_tmaze(config: ActorCriticConfig, corridor_length: int, seed: int = 0) -> dict[str, np.ndarray]:
+def train_tmaze(config: A2CConfig | PPOConfig, corridor_length: int, seed: int = 0) -> dict[str, np.ndarray]:
     params = tmaze_params(corridor_length, max_episode_steps=MAX_EPISODE_STEPS)
     _, metrics = jax.jit(make_train(config))(jax.random.key(seed), params)
     return {k: np.asarray(v) for k, v in metrics.items()}
 
 
-def final_success(metrics: dict[str, np.ndarray], config: ActorCriticConfig, fraction: float = 0.2) -> float:
+def final_success(metrics: dict[str, np.ndarray], config: A2CConfig | PPOConfig, fraction: float = 0.2) -> float:
     """Success rate over the last ``fraction`` of the run's environment steps."""
     window = int(fraction * config.total_steps)
     return float(success_over_last(metrics, window, config.env_steps_per_update))
 
 
 def test_a2c_with_arelit_solves_tmaze_corridor_10():
-    config = ActorCriticConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
+    config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
     metrics = train_tmaze(config, CORRIDOR)
     assert np.all(np.isfinite(metrics["policy_loss"]))
     tail = config.num_updates // 5
@@ -58,7 +59,7 @@ def test_a2c_with_arelit_solves_tmaze_corridor_10():
 
 def test_a2c_without_memory_stays_near_chance_on_tmaze_corridor_10():
     """Same budget, memoryless ``mlp``: it learns to walk to the junction, but not which way to turn."""
-    config = ActorCriticConfig(memory="mlp", memory_config=json.dumps({"features": 64}), **A2C_BUDGET)
+    config = A2CConfig(memory="mlp", memory_config=json.dumps({"features": 64}), **A2C_BUDGET)
     metrics = train_tmaze(config, CORRIDOR)
     tail = config.num_updates // 5
     assert metrics["episodes"][-tail:].sum() > 1000
@@ -67,8 +68,8 @@ def test_a2c_without_memory_stays_near_chance_on_tmaze_corridor_10():
 
 
 def test_ppo_improves_on_tmaze_corridor_5():
-    config = ActorCriticConfig(algorithm="ppo", memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=60_000,
-                               learning_rate=3e-3, entropy_coef=1e-2, epochs=2, num_minibatches=2)
+    config = PPOConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=60_000, learning_rate=3e-3,
+                       entropy_coef=1e-2, epochs=2, num_minibatches=2)
     metrics = train_tmaze(config, 5)
     assert np.all(np.isfinite(metrics["policy_loss"]))
     start = metrics["successes"][:5].sum() / max(metrics["episodes"][:5].sum(), 1)  # first 1,280 steps

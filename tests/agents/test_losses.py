@@ -16,9 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from memgym.agents.a2c import A2CConfig, A2CTrainer
 from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import ActorCriticConfig, DQNConfig
-from memgym.agents.dqn import DQNTrainer
+from memgym.agents.dqn import DQNConfig, DQNTrainer
+from memgym.agents.ppo import PPOConfig, PPOTrainer
 from memgym.buffers.rollout import Rollout
 from memgym.buffers.tape import Batch
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
@@ -48,9 +49,9 @@ def stub_replay(trainer: ActorCriticTrainer) -> None:
 
 def test_a2c_loss_matches_hand_computed_value():
     gamma, lam, value_coef, entropy_coef = 0.9, 0.8, 0.5, 0.01
-    trainer = ActorCriticTrainer(
-        ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=3, total_steps=6, gamma=gamma,
-                          gae_lambda=lam, value_coef=value_coef, entropy_coef=entropy_coef),
+    trainer = A2CTrainer(
+        A2CConfig(memory="tiny-gru", num_envs=2, rollout_length=3, total_steps=6, gamma=gamma, gae_lambda=lam,
+                  value_coef=value_coef, entropy_coef=entropy_coef),
         ENV, PARAMS,
     )
     stub_replay(trainer)
@@ -88,7 +89,7 @@ def test_a2c_loss_matches_hand_computed_value():
         final_value=final_value, carry=(), next_obs=obs[:, 0], next_start=np.zeros(2, bool),
     )
     params = {"logits": jnp.asarray(logits), "values": jnp.asarray(values)}
-    loss, parts = jax.jit(trainer.a2c_loss)(params, rollout)
+    loss, parts = jax.jit(trainer.loss)(params, rollout)
     assert float(parts["value_loss"]) == pytest.approx(expected_value_loss, abs=1e-6)
     assert float(parts["policy_loss"]) == pytest.approx(expected_policy_loss, abs=1e-6)
     assert float(parts["entropy"]) == pytest.approx(expected_entropy, abs=1e-6)
@@ -96,7 +97,7 @@ def test_a2c_loss_matches_hand_computed_value():
 
     # The critic's gradient flows only through V_t, not through its own targets:
     # d loss / d V_t = value_coef · (V_t − target_t) / 6 = −value_coef · A_t / 6; V_T gets none.
-    grads = jax.grad(lambda p: trainer.a2c_loss(p, rollout)[0])(params)
+    grads = jax.grad(lambda p: trainer.loss(p, rollout)[0])(params)
     np.testing.assert_allclose(grads["values"][:, :3], -value_coef * adv / 6, atol=1e-6)
     np.testing.assert_allclose(grads["values"][:, 3], 0.0, atol=1e-7)
 
@@ -106,10 +107,9 @@ def test_a2c_loss_matches_hand_computed_value():
 
 def test_ppo_clipped_loss_matches_hand_computed_value():
     clip_eps, value_clip, value_coef, entropy_coef = 0.2, 0.5, 0.5, 0.01
-    trainer = ActorCriticTrainer(
-        ActorCriticConfig(algorithm="ppo", memory="tiny-gru", num_envs=2, rollout_length=2, total_steps=4,
-                          num_minibatches=1, clip_eps=clip_eps, value_clip=value_clip, value_coef=value_coef,
-                          entropy_coef=entropy_coef),
+    trainer = PPOTrainer(
+        PPOConfig(memory="tiny-gru", num_envs=2, rollout_length=2, total_steps=4, num_minibatches=1,
+                  clip_eps=clip_eps, value_clip=value_clip, value_coef=value_coef, entropy_coef=entropy_coef),
         ENV, PARAMS,
     )
     stub_replay(trainer)
@@ -144,14 +144,14 @@ def test_ppo_clipped_loss_matches_hand_computed_value():
         action=action, log_prob=old_logp, value=old_value, advantage=advantage, target=target,
     )
     params = {"logits": jnp.asarray(logits), "values": jnp.asarray(new_value)}
-    loss, parts = jax.jit(trainer.ppo_loss)(params, batch)
+    loss, parts = jax.jit(trainer.loss)(params, batch)
     assert float(parts["policy_loss"]) == pytest.approx(expected_policy_loss, abs=1e-6)
     assert float(parts["value_loss"]) == pytest.approx(expected_value_loss, abs=1e-6)
     assert float(parts["entropy"]) == pytest.approx(expected_entropy, abs=1e-6)
     assert float(loss) == pytest.approx(expected, abs=1e-6)
 
     # Where clipping is active the objective is flat: no policy gradient through those log-probs.
-    grads = jax.grad(lambda p: trainer.ppo_loss(p, batch)[1]["policy_loss"])(params)["logits"]
+    grads = jax.grad(lambda p: trainer.loss(p, batch)[1]["policy_loss"])(params)["logits"]
     np.testing.assert_allclose(grads[0, 0], 0.0, atol=1e-7)  # ratio 1.5, A > 0: clipped
     np.testing.assert_allclose(grads[0, 1], 0.0, atol=1e-7)  # ratio 0.5, A < 0: clipped
     assert np.abs(np.asarray(grads[1])).max() > 1e-3  # inside the range: gradient flows

@@ -10,10 +10,10 @@ import pytest
 
 import memgym  # noqa: F401  (registers the environments)
 import memgym.agents
-from memgym.agents.actor_critic import ActorCriticTrainer
-from memgym.agents.config import AGENTS, ActorCriticConfig, DQNConfig
-from memgym.agents.dqn import DQNTrainer
-from memgym.agents.registry import TRAINERS, make_trainer
+from memgym.agents.a2c import A2CConfig, A2CTrainer
+from memgym.agents.dqn import DQNConfig, DQNTrainer
+from memgym.agents.ppo import PPOConfig, PPOTrainer
+from memgym.agents.registry import ALGORITHMS, TRAINERS, algorithm_name, make_train, make_trainer, trainer_class
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, Trainer
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
@@ -22,16 +22,24 @@ SMALL = dict(memory="tiny-gru", num_envs=2)
 
 
 def test_each_config_type_maps_to_its_trainer():
-    assert TRAINERS == {ActorCriticConfig: ActorCriticTrainer, DQNConfig: DQNTrainer}
+    assert ALGORITHMS == {"a2c": (A2CConfig, A2CTrainer), "ppo": (PPOConfig, PPOTrainer),
+                          "dqn": (DQNConfig, DQNTrainer)}
+    assert TRAINERS == {A2CConfig: A2CTrainer, PPOConfig: PPOTrainer, DQNConfig: DQNTrainer}
     assert memgym.agents.TRAINERS is TRAINERS and memgym.agents.make_trainer is make_trainer
-    for config, cls in ((ActorCriticConfig(**SMALL), ActorCriticTrainer),
-                        (ActorCriticConfig(algorithm="ppo", num_minibatches=2, **SMALL), ActorCriticTrainer),
-                        (DQNConfig(batch_size=100, **SMALL), DQNTrainer)):
+    assert memgym.agents.ALGORITHMS is ALGORITHMS and memgym.agents.make_train is make_train
+    assert (memgym.agents.A2CConfig, memgym.agents.PPOConfig, memgym.agents.DQNConfig) == (A2CConfig, PPOConfig,
+                                                                                           DQNConfig)
+    for name, config, cls in (("a2c", A2CConfig(**SMALL), A2CTrainer),
+                              ("ppo", PPOConfig(num_minibatches=2, **SMALL), PPOTrainer),
+                              ("dqn", DQNConfig(batch_size=100, **SMALL), DQNTrainer)):
         trainer = make_trainer(config, TMazeJax(), tmaze_params(5))
         assert type(trainer) is cls and trainer.config is config
         assert isinstance(trainer, BaseTrainer) and isinstance(trainer, Trainer)
-    # every command-line agent name has a trainer
-    assert all(cls in TRAINERS for cls, _ in AGENTS.values())
+        assert trainer_class(config) is cls and algorithm_name(config) == name
+        train = make_train(config)  # on the JAX T-Maze by default
+        assert type(train.__self__) is cls and train.__self__.spec == EnvSpec(16, np.dtype(np.float32), 4, None)
+    # every command-line algorithm name has a trainer
+    assert all(TRAINERS[config] is trainer for config, trainer in ALGORITHMS.values())
 
 
 def test_unknown_config_is_a_clear_type_error():
@@ -39,8 +47,10 @@ def test_unknown_config_is_a_clear_type_error():
     class SACConfig:
         memory: str = "gru"
 
-    with pytest.raises(TypeError, match="SACConfig.*ActorCriticConfig, DQNConfig"):
+    with pytest.raises(TypeError, match="SACConfig.*A2CConfig, PPOConfig, DQNConfig"):
         make_trainer(SACConfig(), TMazeJax())
+    with pytest.raises(TypeError, match="SACConfig.*A2CConfig, PPOConfig, DQNConfig"):
+        algorithm_name(SACConfig())
 
 
 def test_spec_from_a_functional_env_and_from_gymnasium_spaces():
@@ -56,16 +66,17 @@ def test_spec_from_a_functional_env_and_from_gymnasium_spaces():
 
 
 def test_a_trainer_built_from_a_spec_has_no_env_to_step():
-    trainer = make_trainer(ActorCriticConfig(**SMALL), EnvSpec(16, np.dtype(np.float32), 4))
+    trainer = make_trainer(A2CConfig(**SMALL), EnvSpec(16, np.dtype(np.float32), 4))
     assert trainer.spec.num_actions == 4
     with pytest.raises(ValueError, match="HostLoop"):
         trainer.init(None, tmaze_params(3))
 
 
 def test_steps_per_update_means_steps_per_environment_in_every_config():
-    a2c = ActorCriticConfig(num_envs=4, rollout_length=32, total_steps=4 * 32 * 10, memory="tiny-gru")
+    a2c = A2CConfig(num_envs=4, rollout_length=32, total_steps=4 * 32 * 10, memory="tiny-gru")
+    ppo = PPOConfig(num_envs=4, rollout_length=32, total_steps=4 * 32 * 10, memory="tiny-gru")
     dqn = DQNConfig(num_envs=4, steps_per_update=32, total_steps=4 * 32 * 10, batch_size=100 * 4, memory="tiny-gru")
-    for config in (a2c, dqn):
+    for config in (a2c, ppo, dqn):
         assert config.steps_per_update == 32
         assert config.env_steps_per_update == 4 * 32
         assert config.num_updates == 10
@@ -98,7 +109,7 @@ def test_a_new_algorithm_writes_only_its_policy_and_learning_steps():
         def act(self, params, carry, obs, start, key):
             return jax.random.randint(key, (), 0, self.spec.num_actions), carry
 
-    config = ActorCriticConfig(memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=2 * 8 * 3)
+    config = A2CConfig(memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=2 * 8 * 3)
     trainer = RandomTrainer(config, TMazeJax(), tmaze_params(3))
     state, metrics = jax.jit(trainer.train)(jax.random.key(0), tmaze_params(3, max_episode_steps=4))
     assert int(state.learner) == config.total_steps

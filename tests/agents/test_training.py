@@ -8,11 +8,12 @@ import jax
 import numpy as np
 import pytest
 
-from memgym.agents.config import ActorCriticConfig
-from memgym.agents.training import load_checkpoint, train_tmaze
+from memgym.agents.a2c import A2CConfig
+from memgym.agents.checkpoints import load_checkpoint, save_checkpoint
+from memgym.agents.run import train_tmaze
 from memgym.cli import main
 
-CONFIG = ActorCriticConfig(memory="tiny-gru", num_envs=4, rollout_length=16, total_steps=4 * 16 * 6)
+CONFIG = A2CConfig(memory="tiny-gru", num_envs=4, rollout_length=16, total_steps=4 * 16 * 6)
 
 
 class Interrupt(Exception):
@@ -51,8 +52,6 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
 
 
 def test_checkpoint_round_trip_keeps_keys(tmp_path):
-    from memgym.agents.training import save_checkpoint
-
     state = {"key": jax.random.key(3), "w": jax.numpy.arange(3.0)}
     save_checkpoint(tmp_path / "c.npz", state, 7)
     restored, update = load_checkpoint(tmp_path / "c.npz", state)
@@ -62,15 +61,18 @@ def test_checkpoint_round_trip_keeps_keys(tmp_path):
 
 def test_cli_train(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--agent", "a2c", "--memory", "tiny-gru", "--corridor-length", "3", "--steps", "512",
+    args = ["train", "--algorithm", "a2c", "--memory", "tiny-gru", "--corridor-length", "3", "--steps", "512",
             "--num-envs", "4", "--rollout-length", "16", "--max-episode-steps", "20", "--out", str(out)]
     assert main(args) == 0
     assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
     assert "100.0%" in capsys.readouterr().out
     assert main(args) == 2  # a run directory is never reused without --resume
     assert "--resume" in capsys.readouterr().err
-    assert main(["train", "--agent", "dqn", "--clip-eps", "0.2", "--out", str(tmp_path / "x")]) == 2
-    assert "does not apply to --agent dqn" in capsys.readouterr().err
+    assert main(["train", "--algorithm", "dqn", "--clip-eps", "0.2", "--out", str(tmp_path / "x")]) == 2
+    assert "--clip-eps does not apply to --algorithm dqn" in capsys.readouterr().err
+    assert main(["train", "--algorithm", "a2c", "--epochs", "2", "--out", str(tmp_path / "x")]) == 2
+    assert "--epochs does not apply to --algorithm a2c" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_success_over_last_window():
@@ -92,7 +94,7 @@ def test_cli_train_on_a_gymnasium_env_through_the_host_loop(tmp_path, capsys):
     pytest.importorskip("popgym")
 
     out = tmp_path / "popgym"
-    args = ["train", "--agent", "ppo", "--memory", "tiny-gru", "--env", "memgym/popgym-RepeatFirstEasy-v0",
+    args = ["train", "--algorithm", "ppo", "--memory", "tiny-gru", "--env", "memgym/popgym-RepeatFirstEasy-v0",
             "--steps", "256", "--num-envs", "2", "--rollout-length", "32", "--num-minibatches", "2",
             "--out", str(out)]
     assert main(args) == 0
@@ -116,9 +118,10 @@ def test_cli_train_on_a_gymnasium_env_through_the_host_loop(tmp_path, capsys):
 def test_every_config_field_is_documented_and_train_help_shows_it(capsys):
     import dataclasses
 
-    from memgym.agents.config import AGENTS, field_docs
+    from memgym.agents.config import field_docs
+    from memgym.agents.registry import ALGORITHMS
 
-    for cls in {cls for cls, _ in AGENTS.values()}:
+    for cls, _ in ALGORITHMS.values():
         docs = field_docs(cls)
         assert sorted(docs) == sorted(f.name for f in dataclasses.fields(cls)), cls.__name__
         assert all(docs.values())
@@ -126,4 +129,5 @@ def test_every_config_field_is_documented_and_train_help_shows_it(capsys):
         main(["train", "-h"])
     text = " ".join(capsys.readouterr().out.split())
     assert "Polyak β of the target network" in text  # DQNConfig.target_rate's docstring
-    assert "environment steps per environment in one rollout" in text  # ActorCriticConfig.rollout_length's
+    assert "environment steps per environment in one rollout" in text  # A2CConfig/PPOConfig.rollout_length's
+    assert "passes over each rollout" in text  # PPOConfig.epochs'

@@ -217,14 +217,14 @@ def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
     """PPO and DQN (TBB) host loops on Memory Maze: the ResNet encoder (thesis §5.2.2) is built and trained."""
     import jax
 
-    from memgym.agents.config import ActorCriticConfig, DQNConfig
+    from memgym.agents.dqn import DQNConfig
     from memgym.agents.host import HostLoop
+    from memgym.agents.ppo import PPOConfig
 
     envs = gym.make_vec("memgym/MemoryMaze-9x9-v0", num_envs=2, vectorization_mode="sync",
                         vector_kwargs=dict(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP))
     try:
-        ppo = ActorCriticConfig(algorithm="ppo", memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=16,
-                                epochs=1, num_minibatches=2)
+        ppo = PPOConfig(memory="tiny-gru", num_envs=2, rollout_length=8, total_steps=16, epochs=1, num_minibatches=2)
         dqn = DQNConfig(memory="ffm", memory_config='{"features": 32, "memory_size": 8, "context_size": 4}',
                         num_envs=2, steps_per_update=8, batch_size=16, buffer_size=64, learning_starts=8,
                         total_steps=32)
@@ -257,8 +257,9 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     out = tmp_path / "run"
     assert main(["train", "--preset", preset, "--env", "memgym/MemoryMaze-9x9-v0", "--num-envs", "2",
                  "--rollout-length", "4", "--segment-length", "2", "--steps", "16", "--out", str(out)]) == 0
-    config = json.loads((out / "run.json").read_text())["config"]
-    assert (config["memory"], config["algorithm"], config["epochs"], config["max_grad_norm"]) == (preset, "ppo", 1, 4.0)
+    run = json.loads((out / "run.json").read_text())
+    config = run["config"]
+    assert (config["memory"], run["kind"], config["epochs"], config["max_grad_norm"]) == (preset, "PPOConfig", 1, 4.0)
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["env_steps"]) for r in rows] == [8, 16]
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))

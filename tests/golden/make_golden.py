@@ -104,28 +104,25 @@ def memory_fingerprints() -> dict[str, list[float]]:
 
 
 def trainer_fingerprints() -> dict[str, list[float]]:
-    from memgym.agents.actor_critic import make_train as make_ac
-    from memgym.agents.config import ActorCriticConfig, DQNConfig
-    from memgym.agents.dqn import make_train as make_dqn
+    from memgym.agents import A2CConfig, DQNConfig, PPOConfig, make_train
     from memgym.envs.tmaze_jax import tmaze_params
 
     env_params = tmaze_params(5, max_episode_steps=40)
     cases = {
-        "a2c-tiny-arelit": make_ac(ActorCriticConfig(algorithm="a2c", memory="tiny-arelit", total_steps=4 * 32 * 3,
-                                                     num_envs=4, rollout_length=32, learning_rate=1e-3)),
-        "a2c-tiny-gru": make_ac(ActorCriticConfig(algorithm="a2c", memory="tiny-gru", total_steps=4 * 32 * 3,
-                                                  num_envs=4, rollout_length=32)),
-        "ppo-tape-tiny-lstm": make_ac(ActorCriticConfig(algorithm="ppo", memory="tiny-lstm", total_steps=4 * 16 * 2,
-                                                        num_envs=4, rollout_length=16, num_minibatches=2, epochs=2)),
-        "ppo-segment-ffm": make_ac(ActorCriticConfig(algorithm="ppo", memory="ffm", batching="segment",
-                                                     segment_length=8, total_steps=4 * 16 * 2, num_envs=4,
-                                                     rollout_length=16, num_minibatches=2, epochs=2,
-                                                     memory_config='{"features": 16, "memory_size": 8, "context_size": 4}')),
-        "dqn-tape-tiny-gru": make_dqn(DQNConfig(memory="tiny-gru", total_steps=4 * 60, num_envs=4, batch_size=32,
-                                                buffer_size=400, learning_starts=40)),
-        "dqn-segment-lru": make_dqn(DQNConfig(memory="lru", batching="segment", segment_length=8, total_steps=4 * 60,
-                                              num_envs=4, batch_size=32, buffer_size=400, learning_starts=40,
-                                              memory_config='{"features": 16, "state_size": 8}')),
+        "a2c-tiny-arelit": make_train(A2CConfig(memory="tiny-arelit", total_steps=4 * 32 * 3, num_envs=4,
+                                                rollout_length=32, learning_rate=1e-3)),
+        "a2c-tiny-gru": make_train(A2CConfig(memory="tiny-gru", total_steps=4 * 32 * 3, num_envs=4, rollout_length=32)),
+        "ppo-tape-tiny-lstm": make_train(PPOConfig(memory="tiny-lstm", total_steps=4 * 16 * 2, num_envs=4,
+                                                   rollout_length=16, num_minibatches=2, epochs=2)),
+        "ppo-segment-ffm": make_train(PPOConfig(memory="ffm", batching="segment", segment_length=8,
+                                                total_steps=4 * 16 * 2, num_envs=4, rollout_length=16,
+                                                num_minibatches=2, epochs=2,
+                                                memory_config='{"features": 16, "memory_size": 8, "context_size": 4}')),
+        "dqn-tape-tiny-gru": make_train(DQNConfig(memory="tiny-gru", total_steps=4 * 60, num_envs=4, batch_size=32,
+                                                  buffer_size=400, learning_starts=40)),
+        "dqn-segment-lru": make_train(DQNConfig(memory="lru", batching="segment", segment_length=8, total_steps=4 * 60,
+                                                num_envs=4, batch_size=32, buffer_size=400, learning_starts=40,
+                                                memory_config='{"features": 16, "state_size": 8}')),
     }
     out = {}
     for name, train in cases.items():

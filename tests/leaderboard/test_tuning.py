@@ -20,8 +20,8 @@ def test_spec_options_parse_and_reach_the_config():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("a2c-tiny-gru[lr=1]", "unknown option(s) ['lr'] for ActorCriticConfig; allowed: algorithm, memory"),
-    ("a2c-tiny-gru[learning_rate=-1]", "learning_rate must be in (0.0, inf], got learning_rate=-1"),
+    ("a2c-tiny-gru[lr=1]", "unknown option(s) ['lr'] for A2CConfig; allowed: memory, memory_config, total_steps"),
+    ("a2c-tiny-gru[learning_rate=-1]", "learning_rate must be a number in (0, inf], got learning_rate=-1"),
     ("a2c-tiny-gru[x]", "option 'x' is not key=value"),
     ("a2c-tiny-gru[a=1,a=2]", "option 'a' is given twice"),
     ("a2c-tiny-gru[a=1]]", "options go in one pair of brackets at the end"),
@@ -91,7 +91,7 @@ def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
 
     results = tmp_path / "r"
     bad = cli("leaderboard", "run", "--agent", "a2c-tiny-gru[lr=1]", "--preset", "smoke", "--results", str(results))
-    assert bad.returncode == 2 and "unknown option(s) ['lr'] for ActorCriticConfig" in bad.stderr
+    assert bad.returncode == 2 and "unknown option(s) ['lr'] for A2CConfig" in bad.stderr
     bad = cli("leaderboard", "tune", "--agent", "a2c-tiny-gru[learning_rate=1e-3]", "--preset", "smoke",
               "--results", str(results))
     assert bad.returncode == 2 and "already fixes ['learning_rate'], which the grid sweeps" in bad.stderr
