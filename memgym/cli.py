@@ -40,7 +40,9 @@ def _bounded(flag: str) -> Callable[[str], int | float]:
     return _number(LIMITS[flag], flag)
 
 
-_positive_int = _number(POSITIVE)
+def _positive(flag: str) -> Callable[[str], int | float]:
+    """:func:`_number`: a positive integer (``1e3`` allowed)."""
+    return _number(POSITIVE, flag)
 
 
 # ---------------------------------------------------------------------------------------
@@ -376,7 +378,7 @@ ALGORITHM_NAMES = ("a2c", "ppo", "dqn")  # memgym.agents.registry.ALGORITHMS, na
 
 
 def _segment_lengths(text: str) -> list[int]:
-    return [_positive_int(value) for value in _values(text)]
+    return [_positive("--segment-lengths")(value) for value in _values(text)]
 
 
 def cmd_experiment_run(args: argparse.Namespace) -> int:
@@ -555,13 +557,13 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
 
     play = sub.add_parser("play", help="play an environment in the terminal")
     play.add_argument("game", help="the game to play (tmaze)")
-    play.add_argument("--corridor-length", type=_positive_int, default=10)
+    play.add_argument("--corridor-length", type=_positive("--corridor-length"), default=10)
     play.add_argument("--seed", type=int, default=None)
     play.set_defaults(func=cmd_play)
 
     demo = sub.add_parser("demo", help="T-Maze with a scripted and a random policy")
-    demo.add_argument("--corridor-length", type=_positive_int, default=20)
-    demo.add_argument("--episodes", type=_positive_int, default=100)
+    demo.add_argument("--corridor-length", type=_positive("--corridor-length"), default=20)
+    demo.add_argument("--episodes", type=_positive("--episodes"), default=100)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
 
@@ -583,11 +585,11 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     train.add_argument("--env", default=None,
                        help="memgym/TMaze-v0 (default; jitted, all seeds at once) or any registered Gymnasium env "
                             "with discrete actions, e.g. memgym/popgym-RepeatFirstEasy-v0 (host loop, seed by seed)")
-    train.add_argument("--corridor-length", type=_positive_int, default=120, help="T-Maze only")
-    train.add_argument("--max-episode-steps", type=_positive_int, default=1000, help="T-Maze only")
+    train.add_argument("--corridor-length", type=_positive("--corridor-length"), default=120, help="T-Maze only")
+    train.add_argument("--max-episode-steps", type=_positive("--max-episode-steps"), default=1000, help="T-Maze only")
     train.add_argument("--steps", type=_steps, default=None,
                        help="environment steps per seed, e.g. 1e6 (default 1e6, or the preset's)")
-    train.add_argument("--seeds", type=_positive_int, default=1, help="seeds trained together (vmap)")
+    train.add_argument("--seeds", type=_positive("--seeds"), default=1, help="seeds trained together (vmap)")
     train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     if train_flags:  # the config flags import the algorithms (and JAX): only for `memgym train`

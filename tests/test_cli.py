@@ -46,7 +46,7 @@ def test_play_command_end_of_input_and_bad_length():
                                     "gray_bits=8), got corridor_length=300") in bad.stderr
     bad = run_cli("play", "tmaze", "--corridor-length", "0")
     assert bad.returncode == 2
-    assert "argument --corridor-length: value must be a positive integer, got value=0" in bad.stderr
+    assert "argument --corridor-length: --corridor-length must be a positive integer, got corridor_length=0" in bad.stderr
 
 
 def test_demo_scripted_policy_always_succeeds(capsys):

@@ -16,6 +16,7 @@ thesis's gated 4-layer stack, Alg. 4).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections.abc import Mapping
@@ -100,7 +101,7 @@ def resolve_memory(memory: str, memory_config: Mapping[str, Any] | str | None = 
     its entries override the preset's.
     """
     from memgym import memory as memory_lib
-    from memgym.memory.validation import option_descriptions, options, required_options
+    from memgym.memory.options import option_descriptions, options, required_options
 
     if isinstance(memory_config, str):
         try:
@@ -224,4 +225,7 @@ def _actor_critic_config(algorithm: str = "a2c", **fields: Any) -> Any:
     configs = {"a2c": A2CConfig, "ppo": PPOConfig}
     if algorithm not in configs:
         raise ValueError(f"algorithm must be 'a2c' or 'ppo', got algorithm={algorithm!r}")
+    if algorithm == "a2c":  # 0.1 accepted PPO's fields for A2C and ignored them
+        a2c_fields = {field.name for field in dataclasses.fields(A2CConfig)}
+        fields = {name: value for name, value in fields.items() if name in a2c_fields}
     return configs[algorithm](**fields)

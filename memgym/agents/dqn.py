@@ -274,15 +274,3 @@ class DQNTrainer(BaseTrainer):
         )
         return state, dict(losses, learning=learning)
 
-
-def make_train(config: DQNConfig, env: Environment | None = None):
-    """``train(key, env_params) -> (TrainState, metrics)`` for ``config``.
-
-    ``env`` defaults to the pure-JAX T-Maze; ``jax.jit(jax.vmap(train))`` over keys and
-    stacked env params (e.g. different corridor lengths) trains every cell in one call.
-    """
-    if env is None:
-        from memgym.envs.tmaze_jax import TMazeJax
-
-        env = TMazeJax()
-    return DQNTrainer(config, env).train

@@ -8,7 +8,7 @@ from memgym.validation import Limit
 
 # Steps count inside jit in int32 (ScoredEnv's counters, the agents' scan lengths).
 MAX_TOTAL_STEPS = 2**31 - 1
-POSITIVE = Limit(1, 2**63 - 1, True)
+POSITIVE = Limit(1, 2**31 - 1, True, "2**31-1: counts are int32 inside jit")
 STEPS = Limit(1, MAX_TOTAL_STEPS, True, "2**31-1: the JAX tier counts a cell's steps in int32")
 SEEDS = Limit(1, 1000, True, "the seeds of a value train as one batch")
 EVAL_EPISODES = Limit(1, 1000, True, "evaluation seeds are 2000003 + 1000*value + episode: more episodes would "
