@@ -24,6 +24,7 @@ from memgym.agents.networks import ActorCritic, frozen_config
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory
 from memgym.buffers.rollout import Rollout
+from memgym.deprecation import forward
 from memgym.validation import check_flag, check_positive, check_real
 
 PyTree = Any
@@ -152,20 +153,14 @@ def actor_critic_loss(dist: distrax.Categorical, policy_loss: jax.Array, value_l
     return loss, dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
 
 
-def __getattr__(name: str) -> Any:
-    """Names that moved in memgym 0.2 (old imports warn until 0.3)."""
-    import warnings
 
-    if name == "ActorCriticConfig":
-        warnings.warn("ActorCriticConfig(algorithm=...) is now A2CConfig (memgym.agents.a2c) or PPOConfig "
-                      "(memgym.agents.ppo); it stops working in memgym 0.3", DeprecationWarning, stacklevel=2)
-        from memgym.agents.config import _actor_critic_config
+def _actor_critic_config():
+    from memgym.agents.config import _actor_critic_config
 
-        return _actor_critic_config
-    if name == "make_train":
-        warnings.warn("memgym.agents.actor_critic.make_train is now memgym.agents.make_train (every algorithm); "
-                      "the old import stops working in memgym 0.3", DeprecationWarning, stacklevel=2)
-        from memgym.agents.registry import make_train
+    return _actor_critic_config
 
-        return make_train
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__getattr__ = forward(__name__, {
+    "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)", _actor_critic_config),
+    "make_train": "memgym.agents.make_train",
+})

@@ -22,6 +22,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from memgym.deprecation import forward
+
 #: name -> (memory model name in memgym.memory.MODELS, its config)
 MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "lstm": ("lstm", dict(features=600)),
@@ -196,27 +198,6 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def __getattr__(name: str) -> Any:
-    """Configs that moved in memgym 0.2 to their algorithm's module (old imports warn until 0.3)."""
-    if name == "ActorCriticConfig":
-        warnings.warn("ActorCriticConfig(algorithm=...) is now A2CConfig (memgym.agents.a2c) or PPOConfig "
-                      "(memgym.agents.ppo); it stops working in memgym 0.3", DeprecationWarning, stacklevel=2)
-        return _actor_critic_config
-    if name == "DQNConfig":
-        warnings.warn("memgym.agents.config.DQNConfig is now memgym.agents.dqn.DQNConfig; the old import stops "
-                      "working in memgym 0.3", DeprecationWarning, stacklevel=2)
-        from memgym.agents.dqn import DQNConfig
-
-        return DQNConfig
-    if name == "AGENTS":
-        warnings.warn("memgym.agents.config.AGENTS is now memgym.agents.registry.ALGORITHMS; the old name stops "
-                      "working in memgym 0.3", DeprecationWarning, stacklevel=2)
-        from memgym.agents.registry import ALGORITHMS
-
-        return ALGORITHMS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _actor_critic_config(algorithm: str = "a2c", **fields: Any) -> Any:
     """memgym 0.1's ``ActorCriticConfig(algorithm=..., ...)``: the :class:`A2CConfig` or :class:`PPOConfig`."""
     from memgym.agents.a2c import A2CConfig
@@ -229,3 +210,11 @@ def _actor_critic_config(algorithm: str = "a2c", **fields: Any) -> Any:
         a2c_fields = {field.name for field in dataclasses.fields(A2CConfig)}
         fields = {name: value for name, value in fields.items() if name in a2c_fields}
     return configs[algorithm](**fields)
+
+
+__getattr__ = forward(__name__, {
+    "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)",
+                          lambda: _actor_critic_config),
+    "DQNConfig": "memgym.agents.dqn.DQNConfig",
+    "AGENTS": "memgym.agents.registry.ALGORITHMS",
+})

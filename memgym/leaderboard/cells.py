@@ -1,7 +1,7 @@
 """Deprecated: this module's names moved to the modules of their jobs — :mod:`.planning` (the unit of work),
 :mod:`.store` (the record of a cell), :mod:`.code_identity` (which code an agent is) and :mod:`.any_tier`."""
 
-from memgym.leaderboard._moved import forward
+from memgym.deprecation import forward
 
 _NEW_HOMES = {
     **dict.fromkeys(("NUM_ENVS", "Task", "version_label"), "memgym.leaderboard.planning"),
@@ -10,4 +10,4 @@ _NEW_HOMES = {
                     "memgym.leaderboard.code_identity"),
     "CellFailure": "memgym.leaderboard.any_tier",
 }
-__getattr__ = forward(__name__, _NEW_HOMES)
+__getattr__ = forward(__name__, {name: f"{module}.{name}" for name, module in _NEW_HOMES.items()})

@@ -21,13 +21,13 @@ MOVED = [(old, name, new) for old, homes in NEW_HOMES.items() for new, names in 
 @pytest.mark.parametrize(("old", "name", "new"), MOVED)
 def test_an_old_path_warns_and_gives_the_same_object(old, name, new):
     module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} moved to {new}\.{name}; import it from {new}"):
+    with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} is now {new}\.{name}; the old name stops working in memgym 0\.3"):
         found = getattr(module, name)
     assert found is getattr(importlib.import_module(new), name)
 
 
 def test_from_import_of_an_old_path_warns():
-    with pytest.warns(DeprecationWarning, match="memgym.leaderboard.track.Preset moved to memgym.leaderboard.tracks"):
+    with pytest.warns(DeprecationWarning, match="memgym.leaderboard.track.Preset is now memgym.leaderboard.tracks.Preset"):
         from memgym.leaderboard.track import Preset
     assert Preset.__module__ == "memgym.leaderboard.tracks"
 
