@@ -34,6 +34,8 @@ import numpy as np
 from memgym.memory._moved import forward
 from memgym.memory.diagonal_ssm import DiagonalSSM
 
+__all__ = ["S5", "hippo_n_imaginary"]
+
 STEP_MIN = 1e-3  # range of the initial step sizes Δ (log-uniform; Smith et al. 2023 defaults)
 STEP_MAX = 1e-1
 
