@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory._moved import forward
+from memgym.deprecation import forward
 from memgym.memory.batching import any_in_batch
 from memgym.memory.initializers import HIDDEN
 from memgym.memory.transformer import GatedTransformer, GRUGate, LayerNames, gated_layer

@@ -34,7 +34,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from memgym.memory._moved import forward
+from memgym.deprecation import forward
 from memgym.memory.diagonal_ssm import DiagonalSSM
 from memgym.validation import check_real
 

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory._moved import forward
+from memgym.deprecation import forward
 from memgym.memory.diagonal_ssm import DiagonalSSM
 
 __all__ = ["S5", "hippo_n_imaginary"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memgym.memory._moved import forward
+from memgym.deprecation import forward
 
 
 def _check_chunk_size(chunk_size: Any, name: str = "chunk_size", none_means: str = "one chunk") -> None:
