@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memgym.memory.arelit import approximate_state, arelit_elements, arelit_monoid, episode_steps
+from memgym.memory.arelit import approximate_state, arelit_elements, arelit_monoid
+from memgym.memory.attention import episode_steps
 from memgym.memory.monoid import scan_monoid
 from memgym.memory.relit import relit_monoid
 

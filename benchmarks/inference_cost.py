@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 
 from memgym import memory
-from memgym.memory.gtrxl import GatingUnit, GTrXLBlock
+from memgym.memory.gtrxl import GTrXLBlock
+from memgym.memory.transformer import GRUGate
 
 OBSERVATION = 16  # T-Maze observation bits: cue 2 + gray code 8 + distractors 6 (thesis §5.1)
 TRANSFORMER = dict(features=128, num_layers=4, num_heads=4, head_dim=64)  # thesis Table A.2
@@ -138,10 +139,10 @@ class GTrXLNonAttention(nn.Module):
 
     @nn.compact
     def __call__(self, e: jax.Array, attended: jax.Array) -> jax.Array:
-        e = GatingUnit(self.gate_bias, name="attention_gate")(e, jax.nn.relu(attended))
+        e = GRUGate(self.gate_bias, fused=True, name="attention_gate")(e, jax.nn.relu(attended))
         f = nn.LayerNorm(name="feedforward_norm")(e)
         f = nn.Dense(e.shape[-1], name="feedforward_out")(jax.nn.relu(nn.Dense(self.ff_size, name="feedforward_in")(f)))
-        return GatingUnit(self.gate_bias, name="feedforward_gate")(e, jax.nn.relu(f))
+        return GRUGate(self.gate_bias, fused=True, name="feedforward_gate")(e, jax.nn.relu(f))
 
 
 def gtrxl_attention_flops(config: dict[str, Any]) -> float:
