@@ -2,7 +2,7 @@
 
 Part 1 — sharding. One JAX-tier agent's grid of cells (corridor lengths × seeds)
 is trained and evaluated as one batch by
-:class:`memgym.leaderboard.runner.JaxCells`, sharded over the ``k`` local devices.
+:class:`memgym.leaderboard.jax_tier.JaxCells`, sharded over the ``k`` local devices.
 Each ``k`` runs in a fresh process with ``XLA_FLAGS=--xla_force_host_platform_device_count=k``
 on CPU (on a GPU machine, ``--backend gpu`` uses the real devices, ``k`` = 1 …
 all, via ``CUDA_VISIBLE_DEVICES``). Reported: compile + first call, and the
@@ -35,13 +35,15 @@ import time
 WORKER = r"""
 import json, statistics, sys, time
 import jax
-from memgym.leaderboard import runner
+from memgym.leaderboard.jax_tier import JaxCells
+from memgym.leaderboard.protocol import load_factory
+from memgym.leaderboard.tracks import TMAZE, Preset
 args = json.loads(sys.argv[1])
-budget = runner.Preset("bench", tuple(args["lengths"]), args["seeds"], args["steps"], args["steps"] // 5,
-                       args["eval_episodes"], 1000)
-agent = runner.load_factory(args["agent"])(runner.AgentContext(*runner.tmaze_spaces()))
-cells = runner.JaxCells(agent, budget)
-grid = [(length, seed) for length in budget.corridor_lengths for seed in range(budget.seeds)]
+budget = Preset("bench", tuple(args["lengths"]), args["seeds"], args["steps"], args["steps"] // 5,
+                args["eval_episodes"], 1000)
+agent = load_factory(args["agent"])(TMAZE.context(total_steps=args["steps"]))
+cells = JaxCells(agent, TMAZE, budget)
+grid = [(length, seed) for length in budget.values for seed in range(budget.seeds)]
 def call():
     t0 = time.perf_counter()
     out = cells.run(grid)
@@ -71,9 +73,10 @@ def shard_run(devices: int, config: dict, gpu: bool) -> dict:
 def backends(config: dict, ray_cpus: int) -> dict:
     from memgym.leaderboard import runner
     from memgym.leaderboard.ray_backend import RayBackend
+    from memgym.leaderboard.tracks import Preset
 
-    budget = runner.Preset("bench", tuple(config["lengths"]), config["seeds"], config["steps"],
-                           config["steps"] // 5, config["eval_episodes"], 1000)
+    budget = Preset("bench", tuple(config["lengths"]), config["seeds"], config["steps"],
+                    config["steps"] // 5, config["eval_episodes"], 1000)
     times = {}
     root = tempfile.mkdtemp()
     try:
