@@ -244,10 +244,23 @@ def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
         envs.close()
 
 
-@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-64", "memory-maze-gtrxl-128",
-                                    "memory-maze-gtrxl-256", "memory-maze-arelit"])
+def test_every_memory_maze_preset_is_a_valid_config():
+    """The five thesis Memory Maze presets (Tables A.3, A.4) resolve to PPO configs of their models; the GTrXLs
+    differ only in their window, so one of them trains below."""
+    from memgym.agents.config import TRAIN_PRESETS, resolve_memory
+    from memgym.agents.ppo import PPOConfig
+
+    assert sorted(TRAIN_PRESETS) == ["memory-maze-arelit", "memory-maze-gtrxl-128", "memory-maze-gtrxl-256",
+                                     "memory-maze-gtrxl-64", "memory-maze-lstm"]
+    for name, (algorithm, env, fields) in TRAIN_PRESETS.items():
+        assert (algorithm, env) == ("ppo", "memgym/MemoryMaze-11x11-v0")
+        assert PPOConfig(**fields).memory == name
+    assert [resolve_memory(f"memory-maze-gtrxl-{m}")[1]["memory_size"] for m in (64, 128, 256)] == [64, 128, 256]
+
+
+@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256", "memory-maze-arelit"])
 def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
-    """Each thesis Memory Maze preset (Tables A.3, A.4) trains two PPO updates from the command line, at the
+    """The thesis Memory Maze presets of each model family train two PPO updates from the command line, at the
     thesis model sizes, with fewer and shorter environment streams."""
     import csv
     import json

@@ -77,7 +77,7 @@ def test_presets_check_their_grid():
 
 
 def _trainer(memory: str, memory_config: dict):
-    from memgym.agents.config import DQNConfig
+    from memgym.agents.dqn import DQNConfig
     from memgym.agents.dqn import DQNTrainer
     from memgym.agents.spec import EnvSpec
     from gymnasium import spaces

@@ -79,10 +79,10 @@ def table(results) -> str:
 
 
 def test_smoke_preset_on_ray_matches_local(cluster, tmp_path):
-    """Both tiers, the smoke preset's grid: the Ray board equals the local board."""
+    """Both tiers, the smoke preset on a 2 × 2 grid with a short budget: the Ray board equals the local board."""
     backend, _ = cluster
     agents = ["a2c-tiny-gru", "examples.numpy_agent:factory"]
-    budget = TMAZE.presets["smoke"]
+    budget = TMAZE.preset("smoke", values=(3, 4), total_steps=8192, eval_episodes=32)
     lines: list[str] = []
     runner.run(agents, budget, tmp_path / "ray", log=lines.append, backend=backend)
     runner.run(agents, budget, tmp_path / "local", log=lambda line: None)
