@@ -49,7 +49,10 @@ class ActorCriticFields(Schedule):
     rollout_length: int = 256
     """environment steps per environment in one rollout, i.e. per update (= steps_per_update)"""
     learning_rate: float = 1e-4
-    """Adam learning rate"""
+    """Adam learning rate (the initial one when anneal_lr)"""
+    anneal_lr: bool = False
+    """decay the learning rate linearly from learning_rate to 0 over the run's gradient steps (PureJaxRL's
+    and CleanRL's ANNEAL_LR); keeps a solved policy from drifting late in a long run (docs/collapse_study.md)"""
     entropy_coef: float = 1e-3
     """weight of the entropy bonus in the loss"""
     value_coef: float = 0.5
@@ -77,7 +80,7 @@ class ActorCriticFields(Schedule):
         check_real("gae_lambda", self.gae_lambda, 0.0, 1.0)
         check_real("entropy_coef", self.entropy_coef, 0.0)
         check_real("value_coef", self.value_coef, 0.0)
-        check_flag(bootstrap_truncated=self.bootstrap_truncated)
+        check_flag(bootstrap_truncated=self.bootstrap_truncated, anneal_lr=self.anneal_lr)
         self.check_schedule()
         resolve_memory(self.memory, self.memory_config)
 
@@ -85,6 +88,18 @@ class ActorCriticFields(Schedule):
     def steps_per_update(self) -> int:
         """Environment steps per environment in one update: the rollout length."""
         return self.rollout_length
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        """Optimiser steps per update (A2C: one)."""
+        return 1
+
+    def learning_rate_schedule(self) -> float | optax.Schedule:
+        """``learning_rate``, or with ``anneal_lr`` its linear decay to 0 over ``num_updates × gradient_steps_per_update``
+        optimiser steps."""
+        if not self.anneal_lr:
+            return self.learning_rate
+        return optax.linear_schedule(self.learning_rate, 0.0, self.num_updates * self.gradient_steps_per_update)
 
 
 class ActorCriticTrainer(BaseTrainer):
@@ -97,7 +112,7 @@ class ActorCriticTrainer(BaseTrainer):
             config.head_layers, self.spec.image_shape,
         )
         self.optimizer = optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate, eps=1e-5)
+            optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate_schedule(), eps=1e-5)
         )
 
     def init_learner(self, params: PyTree) -> PyTree:

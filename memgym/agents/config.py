@@ -39,10 +39,19 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "lru": ("lru", dict(features=256, state_size=256)),
     "ffm": ("ffm", dict(features=256, memory_size=64, context_size=8)),
     "linear_attention_monoid": ("linear_attention_monoid", dict(features=256, key_size=128, value_size=128)),
-    # Small models for smoke runs on a laptop CPU.
+    # Compact models of every family (the CPU reference board, docs/reproduction.md): one-layer gated transformers
+    # of width 32 (2 heads × 16), GTrXL with a window shorter (32) and longer (128) than the board's longest
+    # corridor (the thesis's 128 vs 256 contrast, scaled); RNNs and SSMs of width 64.
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
+    "tiny-relit": ("relit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2)),
+    "tiny-linear_attention": ("linear_attention", dict(features=32, num_layers=1, num_heads=2, head_dim=16)),
+    **{f"tiny-gtrxl-{m}": ("gtrxl", dict(features=32, num_layers=1, num_heads=2, head_dim=16, memory_size=m))
+       for m in (32, 128)},
     "tiny-gru": ("gru", dict(features=64)),
     "tiny-lstm": ("lstm", dict(features=64)),
+    "tiny-s5": ("s5", dict(features=64, state_size=64)),
+    "tiny-lru": ("lru", dict(features=64, state_size=64)),
+    "tiny-ffm": ("ffm", dict(features=64, memory_size=16, context_size=4)),
     # memax's models (docs/memax.md; needs memgym[memax]).
     "tiny-deltanet": ("memax", dict(model="DeltaNet", features=64)),
     "tiny-gdn": ("memax", dict(model="GDN", features=64)),

@@ -94,6 +94,11 @@ class HostAgent:
         return cls(make_trainer(config, spec), observation_space, seed=seed, total_steps=total_steps)
 
     @property
+    def config(self) -> Any:
+        """The trainer's config (a leaderboard record shows it)."""
+        return self.trainer.config
+
+    @property
     def evaluating(self) -> bool:
         """Whether the training budget is spent (:meth:`act` then uses the evaluation policy)."""
         return self.total_steps is not None and self.steps >= self.total_steps

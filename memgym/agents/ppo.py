@@ -62,6 +62,11 @@ class PPOConfig(ActorCriticFields):
             )
 
     @property
+    def gradient_steps_per_update(self) -> int:
+        """Optimiser steps per update: ``epochs × num_minibatches``."""
+        return self.epochs * self.num_minibatches
+
+    @property
     def num_rows(self) -> int:
         """Rows a rollout is cut into for minibatches: its environments (tape) or its segments (segment)."""
         if self.batching == "tape":

@@ -69,6 +69,9 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     stored: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in track.records(store):
         stored[record.get("agent")].append(record)
+    for spec in agents:  # before versions: a record's config holds its budget's total_steps
+        for record in stored[spec]:
+            _check_budget(record, track, budget)
     versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log) for spec in agents}
     tasks = []
     for spec in agents:
@@ -76,7 +79,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
         grid = []
         for value in budget.values:
             missing = [(value, seed) for seed in range(budget.seeds)
-                       if _missing(store, spec, version, track, budget, value, seed) or repeat]
+                       if _missing(store, spec, version, value, seed) or repeat]
             if reason is not None or whole_grid and kind == "jax":
                 grid += missing
             elif kind == "any":
@@ -158,18 +161,17 @@ def _differences(identity: dict[str, Any], config: Any, records: list[dict[str, 
     return ""
 
 
-def _missing(store: ResultsStore, spec: str, version: int, track: Track, budget: Preset, value: Any,
-             seed: int) -> bool:
-    """Whether the cell has no ``ok`` result of ``version``; ``ValueError`` if a result has another budget."""
+def _missing(store: ResultsStore, spec: str, version: int, value: Any, seed: int) -> bool:
+    """Whether the cell has no ``ok`` result of ``version`` (:func:`plan` checked the budgets of its results)."""
     results = [r for r in store.results(agent_id(spec), value, seed) if r.get("agent", spec) == spec]
-    wanted = track.budget_record(budget)
-    for done in results:
-        if done.get("status") != "ok":
-            continue
-        kept = done["preset"]
-        if kept != wanted | {track.sweep.plural: kept.get(track.sweep.plural)}:  # adding values to a grid is allowed
-            raise ValueError(
-                f"{done['path']} was produced with a different budget ({kept}); use another "
-                f"--results directory for this budget ({wanted})"
-            )
     return not any(r.get("status") == "ok" and int(r.get("version", 1)) == version for r in results)
+
+
+def _check_budget(record: dict[str, Any], track: Track, budget: Preset) -> None:
+    """``ValueError`` for an ``ok`` record of another budget (adding values to a grid is allowed)."""
+    if record.get("status") != "ok":
+        return
+    kept, wanted = record["preset"], track.budget_record(budget)
+    if kept != wanted | {track.sweep.plural: kept.get(track.sweep.plural)}:
+        raise ValueError(f"{record['path']} was produced with a different budget ({kept}); use another "
+                         f"--results directory for this budget ({wanted})")

@@ -42,6 +42,8 @@ class AgentContext:
         parameter: the name of the track's swept parameter (``"corridor_length"``).
         parameter_value: its value in the cell the agent is built for (any-framework tier);
             None when the agent serves every value (JAX tier, tier detection).
+        jax_env: whether the track has a functional JAX env, i.e. runs JAX-tier agents; False: it
+            runs any-framework agents only (an agent that can be either picks by this).
     """
 
     observation_space: gym.Space
@@ -52,6 +54,7 @@ class AgentContext:
     track: str = "tmaze"
     parameter: str = "corridor_length"
     parameter_value: Any = None
+    jax_env: bool = True
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

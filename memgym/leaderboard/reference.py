@@ -4,7 +4,10 @@ Each public ``a2c_*``, ``ppo_*`` and ``dqn_*`` function is a factory registered 
 the ``memgym.agents`` entry-point group (see ``pyproject.toml``) and usable as
 ``memgym.leaderboard.reference:a2c_arelit``. A2C agents use the thesis T-Maze
 setup (Table A.1) with the per-model learning rate and entropy coefficient of the
-thesis authors' configs; ``tiny`` agents are small enough for a laptop CPU.
+thesis authors' configs; ``tiny`` agents are small enough for a laptop CPU. On a
+track with a functional JAX env a reference agent is JAX-tier; on any other track
+(POPGym) the same trainer runs behind the any-framework protocol
+(:class:`~memgym.agents.host.HostAgent`).
 """
 
 from __future__ import annotations
@@ -67,8 +70,16 @@ def _factory(config: Config, doc: str, variant: Callable[..., Any]):
     """The factory of a :class:`TrainerAgent` with ``config``; ``factory.with_options(**options)`` is the
     factory of the same agent with config fields replaced (``NAME[field=value,...]`` specs, e.g. a sweep)."""
 
-    def factory(context: AgentContext) -> TrainerAgent:
-        return TrainerAgent(config)
+    def factory(context: AgentContext) -> Any:
+        # the cell's budget, so that the config a record shows is the one the agent trained with
+        trained = dataclasses.replace(config, total_steps=context.total_steps) if context.total_steps else config
+        if context.jax_env:
+            return TrainerAgent(trained)
+        # a track of host environments (POPGym): the same trainer behind the any-framework protocol
+        from memgym.agents.host import HostAgent
+
+        return HostAgent.for_config(dataclasses.replace(trained, num_envs=context.num_envs), context.observation_space,
+                                    context.action_space, seed=context.seed, total_steps=context.total_steps or None)
 
     factory.__doc__ = doc
     factory.with_options = variant  # type: ignore[attr-defined]
@@ -127,6 +138,27 @@ a2c_tiny_deltanet = a2c("tiny-deltanet", rollout_length=32, learning_rate=1e-3, 
 a2c_tiny_gdn = a2c("tiny-gdn", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
 a2c_tiny_s6 = a2c("tiny-s6", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
 a2c_tiny_mgu = a2c("tiny-mgu", rollout_length=32, learning_rate=1e-3, entropy_coef=1e-3)
+# The CPU reference board (T-Maze preset `cpu`, docs/reproduction.md): one compact agent per memory family, all
+# with the same A2C settings. Rollouts of 128 steps, twice the longest corridor, so that most episodes' cue and
+# junction lie in one backpropagation window (the learner replays each rollout from its stored carry, so no
+# gradient crosses a rollout boundary; with the smoke agents' 32 steps no model learns L = 64), and the learning
+# rate annealed to 0 (docs/collapse_study.md).
+CPU_A2C = dict(rollout_length=128, learning_rate=1e-3, entropy_coef=1e-3, anneal_lr=True)
+a2c_cpu_mlp = a2c("tiny-mlp", **CPU_A2C)
+a2c_cpu_lstm = a2c("tiny-lstm", **CPU_A2C)
+a2c_cpu_gru = a2c("tiny-gru", **CPU_A2C)
+a2c_cpu_gtrxl_32 = a2c("tiny-gtrxl-32", **CPU_A2C)
+a2c_cpu_gtrxl_128 = a2c("tiny-gtrxl-128", **CPU_A2C)
+a2c_cpu_linear_attention = a2c("tiny-linear_attention", **CPU_A2C)
+a2c_cpu_relit = a2c("tiny-relit", **CPU_A2C)
+a2c_cpu_arelit = a2c("tiny-arelit", **CPU_A2C)
+a2c_cpu_s5 = a2c("tiny-s5", **CPU_A2C)
+a2c_cpu_lru = a2c("tiny-lru", **CPU_A2C)
+a2c_cpu_ffm = a2c("tiny-ffm", **CPU_A2C)
+a2c_cpu_deltanet = a2c("tiny-deltanet", **CPU_A2C)
+a2c_cpu_gdn = a2c("tiny-gdn", **CPU_A2C)
+a2c_cpu_s6 = a2c("tiny-s6", **CPU_A2C)
+a2c_cpu_mgu = a2c("tiny-mgu", **CPU_A2C)
 dqn_tiny_gru = dqn(
     "tiny-gru", batch_size=128, buffer_size=8_000, learning_starts=1_000, learning_rate=1e-3, target_rate=0.99,
     epsilon_fraction=0.3,

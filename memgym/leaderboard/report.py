@@ -21,6 +21,39 @@ from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Track
 
 
+#: A cell *collapsed* when its last training window scores this share of the score's range (T-Maze: 0.25)
+#: or more below the best learning-curve bin of the same run (bins of at least COLLAPSE_MIN_EPISODES episodes).
+COLLAPSE_DROP = 0.25
+COLLAPSE_MIN_EPISODES = 20
+#: An agent is *below chance* at a value where its mean evaluation score lies this share of the score's
+#: range (T-Maze: 0.25) or more under chance: in T-Maze it does not reach the junction, so the cell
+#: measures exploration, not memory (a memory that forgot the cue still scores chance there).
+BELOW_CHANCE = 0.25
+
+
+def collapse(record: dict[str, Any], track: Track = TMAZE) -> dict[str, float] | None:
+    """``{"best", "final"}`` of an ``ok`` record whose run collapsed (see :data:`COLLAPSE_DROP`), else None."""
+    score = track.score
+    curve = np.asarray(record["train"].get("curve") or [], float).reshape(-1, 2)
+    counted = curve[curve[:, 0] >= COLLAPSE_MIN_EPISODES]
+    if not len(counted):
+        return None
+    best = float((counted[:, 1] / counted[:, 0]).max())
+    final = float(record["train"][score.name])
+    if best - final >= COLLAPSE_DROP * (score.bounds[1] - score.bounds[0]):
+        return {"best": best, "final": final}
+    return None
+
+
+def flags(entry: dict[str, Any], track: Track = TMAZE) -> list[str]:
+    """What a reader must know before trusting a row: its collapsed cells and the values it scores below chance."""
+    short = track.sweep.column
+    notes = [f"collapsed {short(c['value'])} seed {c['seed']} ({c['best']:.2f} → {c['final']:.2f})"
+             for c in entry.get("collapsed", [])]
+    notes += [f"below chance {short(value)}" for value in entry.get("below_chance", [])]
+    return notes
+
+
 def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
     """Summaries per agent version (and per budget, when one store holds several presets), failures and repeats.
 
@@ -46,7 +79,7 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
         cells = sorted(row["planned"] | set(row["results"]), key=lambda c: (sweep.index(c[0]), c[1]))
         metrics: dict[str, Any] = {"eval": defaultdict(list), "train": defaultdict(list), "curves": defaultdict(list)}
         counts = {"planned": len(cells), "ok": 0, "failed": 0, "missing": 0}
-        missing, repeats, total_steps = [], 0, None
+        missing, collapsed, repeats, total_steps = [], [], 0, None
         for value, seed in cells:
             results = sorted(row["results"].get((value, seed), []), key=_result_order)
             ok = [r for r in results if r["status"] == "ok"]
@@ -59,6 +92,9 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
                 if "curve" in record["train"]:
                     metrics["curves"][value].append(record["train"]["curve"])
                 total_steps = record["preset"]["total_steps"]
+                fell = collapse(record, track)
+                if fell:
+                    collapsed.append({"value": value, "seed": seed, **fell})
             elif results:
                 counts["failed"] += 1
                 metrics["eval"][value].append(worst)
@@ -71,12 +107,16 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
                 missing.append([value, seed])
         if not metrics["eval"]:  # planned cells only, none stored (cannot happen with stored records)
             continue
+        evaluation = summarize(metrics["eval"], order=sweep.index, solved=score.solved)
+        below = [] if score.chance is None else [
+            value for value, summary in evaluation["per_length"].items()
+            if summary["mean"] <= score.chance - BELOW_CHANCE * (score.bounds[1] - score.bounds[0])]
         entries.append({
             "agent": version_label(spec, version),
             "spec": spec,
             "version": version,
             "preset": budget,
-            "eval": summarize(metrics["eval"], order=sweep.index, solved=score.solved),
+            "eval": evaluation,
             "train": summarize(metrics["train"], order=sweep.index, solved=score.solved),
             "curves": {value: _mean_curve(curves, total_steps, score.name)
                        for value, curves in metrics["curves"].items()},
@@ -84,6 +124,8 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
             "cells": counts,
             "complete": not counts["missing"],
             "missing": missing,
+            "collapsed": collapsed,
+            "below_chance": below,
         })
     entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
     failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
@@ -136,7 +178,7 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
     for budget, entries in by_preset.items():
         lengths = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
         header = ["rank", "agent", "score", "cells", "IQM"] + [f"{sweep.header}*"] * solved + ["train score"]
-        header += [sweep.column(length) for length in lengths] + ["repeats"]
+        header += [sweep.column(length) for length in lengths] + ["repeats", "flags"]
         rows = []
         for rank, e in enumerate(entries, 1):
             low, high = e["eval"]["score_ci"]
@@ -145,7 +187,7 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
             row += [str(e["eval"]["longest_solved"] or "—")] * solved + [f"{e['train']['score']:.2f}"]
             per = e["eval"]["per_length"]
             row += [_cell(per[length]) if length in per else "—" for length in lengths]
-            rows.append(row + [str(e["repeats"])])
+            rows.append(row + [str(e["repeats"]), "; ".join(flags(e, track)) or "—"])
         tables[budget] = (header, rows)
     return tables
 

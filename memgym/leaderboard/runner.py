@@ -34,6 +34,10 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     if cell_timeout is not None:
         check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
     track.check(budget)
+    try:  # a missing extra (popgym) is refused before anything is stored, not stored as failed cells
+        track.spaces()
+    except ImportError as error:
+        raise ValueError(f"track {track.name!r} cannot run here: {error}") from None
     store = track.store(results)
     for _ in track.records(store):  # refuses a directory that holds another track's results
         pass

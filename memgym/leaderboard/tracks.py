@@ -243,7 +243,7 @@ class Track:
         observation_space, action_space = self.spaces(value)
         return AgentContext(observation_space=observation_space, action_space=action_space, num_envs=num_envs,
                             seed=seed, total_steps=total_steps, track=self.name, parameter=self.sweep.name,
-                            parameter_value=value)
+                            parameter_value=value, jax_env=self.jax_env is not None)
 
     def store(self, root: Any) -> ResultsStore:
         return ResultsStore(root, prefix=self.sweep.short, value_key=self.sweep.name, values_key=self.sweep.plural,
@@ -308,6 +308,11 @@ TMAZE = Track(
         # memoryless policy scores the share of evaluation cues on the side it prefers, within ±0.04 of 0.5.
         Preset("smoke", (4, 8, 12), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=256,
                max_episode_steps=100),
+        # The CPU reference board (docs/reproduction.md): corridors from where every memory holds the cue to where
+        # the weak ones lose it, 1000-step episodes so that the memoryless control reaches the junction (it
+        # scores 0.5) at every length; docs/leaderboard/ holds its records and board (about 2 hours on 2 cores).
+        Preset("cpu", (16, 32, 64), seeds=5, total_steps=1_500_000, train_window=100_000, eval_episodes=200,
+               max_episode_steps=1000),
         Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
                eval_episodes=100, max_episode_steps=1000),
         # Thesis §5.1.2: corridor lengths 120-200, 10M steps, 50 seeds, success over the last 100K steps (GPU).
@@ -329,7 +334,10 @@ TMAZE = Track(
         "Per length: evaluation success, mean ± standard error over seeds. "
         "L*: longest corridor whose lower 95% bound is ≥ 0.9. "
         "Train: success over the last training window (the thesis metric). "
-        "Repeats: extra results of already scored cells (not counted in the score)."
+        "Repeats: extra results of already scored cells (not counted in the score). "
+        "Flags: a collapsed cell (its last training window scores 0.25 or more below the best stretch of the same "
+        "run: it learned, then lost it, which is not forgetting the cue) and a length where the agent scores 0.25 "
+        "or less (below chance: it does not reach the junction, so there the board measures exploration, not memory)."
     ),
     reading=(
         "How to read it: 0.5 is chance — an agent that forgot the cue guesses the turn, as the memoryless control "
@@ -375,6 +383,8 @@ POPGYM_REPEAT_PREVIOUS = Track(
         "Per difficulty: evaluation normalized return, mean ± standard error over seeds. "
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "
+        "Flags: a collapsed cell (its last training window scores 0.5 or more below the best stretch of the same "
+        "run: it learned, then lost it). "
         "Any-framework agents only."
     ),
     reading=(

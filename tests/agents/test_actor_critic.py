@@ -178,3 +178,25 @@ def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
         _, values, _ = trainer.network.apply(jax.tree.map(lambda x: x[seed], state.params), jnp.asarray(obs),
                                              jnp.asarray(start), carry)
         np.testing.assert_allclose(final_value[seed, env, t], values[-1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make, trainer_class", [(config, A2CTrainer), (ppo_config, PPOTrainer)], ids=["a2c", "ppo"])
+@pytest.mark.parametrize("anneal_lr", [False, True])
+def test_learning_rate_is_constant_or_annealed_linearly_to_zero(make, trainer_class, anneal_lr):
+    """With a constant gradient Adam's step is the learning rate: constant, or (``anneal_lr``) falling linearly
+    from ``learning_rate`` to 0 over every optimiser step of the run (A2C one per update, PPO epochs × minibatches)."""
+    cfg = make(anneal_lr=anneal_lr)
+    trainer = trainer_class(cfg, TMazeJax())
+    params = trainer.init_params(jax.random.key(0))
+    opt_state = trainer.init_learner(params)
+    grads = jax.tree.map(jnp.ones_like, params)
+    total = cfg.num_updates * cfg.gradient_steps_per_update
+    assert total == cfg.num_updates * (1 if make is config else cfg.epochs * cfg.num_minibatches)
+    step = jax.jit(trainer.apply_gradients)
+    sizes = []
+    for _ in range(total + 1):
+        new, opt_state = step(params, opt_state, grads)
+        sizes.append(max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(params))))
+        params = new
+    expected = cfg.learning_rate * (1 - np.arange(total + 1) / total) if anneal_lr else np.full(total + 1, cfg.learning_rate)
+    np.testing.assert_allclose(sizes, expected, rtol=0.02, atol=1e-9)

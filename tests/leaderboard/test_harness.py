@@ -71,6 +71,8 @@ def test_run_scores_stores_and_resumes(tmp_path, spec):
         assert sum(e for e, _ in r["train"]["curve"]) == r["train"]["episodes"]
         assert 0.0 <= r["eval"]["success_rate"] <= 1.0 and r["eval"]["episodes"] == 8
         assert r["provenance"]["memgym"] and r["agent_info"]["code_sha256"]
+        if spec == "a2c-tiny-gru":  # the config it trained with, not its factory's default budget
+            assert r["agent_info"]["config"]["total_steps"] == budget.total_steps
     assert any("cells 4/4 (100%)" in line and "ETA" in line for line in lines)
     before = {p: p.read_text() for p in tmp_path.rglob("seed*.json")}
     lines.clear()

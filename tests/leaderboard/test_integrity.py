@@ -120,6 +120,37 @@ def test_a_failed_cell_scores_the_tracks_worst_value():
     assert row["eval"]["score"] == pytest.approx((0.5 - 1.0) / 2) and row["train"]["score"] == pytest.approx(-0.25)
 
 
+def test_the_board_flags_collapsed_cells_and_lengths_below_chance():
+    """A run that learned and then lost it (last window far below its best curve bin) is flagged as collapsed;
+    a length where the agent scores far below chance (it does not reach the junction) is flagged too."""
+    budget = {"name": "tiny", "corridor_lengths": [2, 3], "seeds": 2, "total_steps": 100, "train_window": 5,
+              "eval_episodes": 1, "max_episode_steps": 20}
+
+    def record(length, seed, curve, final, evaluation):
+        return {"agent": "a", "corridor_length": length, "seed": seed, "preset": budget, "status": "ok",
+                "path": f"a/L{length}/seed{seed}.json", "train": {"success_rate": final, "curve": curve},
+                "eval": {"success_rate": evaluation}}
+
+    class Store:
+        def records(self):
+            yield record(2, 0, [[50, 25], [50, 50], [40, 40], [100, 0]], 0.0, 0.5)  # solved, then timed out
+            yield record(2, 1, [[50, 25], [50, 26], [50, 25], [50, 25]], 0.5, 0.5)  # a steady guesser
+            yield record(3, 0, [[10, 10], [19, 19], [200, 100], [200, 100]], 0.5, 0.1)  # small bins do not count as a best
+            yield record(3, 1, [[100, 60], [100, 40], [100, 50], [100, 40]], 0.4, 0.2)  # 0.6 -> 0.4 is not a collapse
+
+        def unreadable(self):
+            return []
+
+    board = report.build_board(Store(), TMAZE)
+    (row,) = board["entries"]
+    assert row["collapsed"] == [{"value": 2, "seed": 0, "best": 1.0, "final": 0.0}]
+    assert row["below_chance"] == [3]  # mean evaluation 0.15 at L=3; 0.5 at L=2
+    assert report.collapse(next(Store().records()), TMAZE) == {"best": 1.0, "final": 0.0}
+    flags = table_row(report.markdown(board), "a")[-1]
+    assert flags == "collapsed L=2 seed 0 (1.00 → 0.00); below chance L=3"
+    assert "collapsed L=2 seed 0" in report.html(board)
+
+
 # --- 2. evaluation randomness per seed; 3. invalid actions in evaluation ---------------------------
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +89,7 @@ def test_popgym_board_scores_normalized_return(tmp_path):
     assert first["eval"]["longest_solved"] is None  # no "solved" threshold on this track
     text = written["markdown"].read_text()
     assert text.startswith("# memgym POPGym RepeatPrevious leaderboard")
-    assert "| rank | agent | score | cells | IQM | train score | Easy | Medium | Hard | repeats |" in text
+    assert "| rank | agent | score | cells | IQM | train score | Easy | Medium | Hard | repeats | flags |" in text
     assert {p.name for p in written.values()} >= {"success_by_length.png", "learning_curves.png", "index.html"}
 
 
@@ -99,6 +101,18 @@ def test_jax_agents_are_rejected_where_there_is_no_jax_env(tmp_path):
     (build, passed, why), = check_agent("examples.jax_agent:factory", track=POPGYM_REPEAT_PREVIOUS)
     assert not passed and "runs any-framework agents only" in why
     assert all(ok for _, ok, _ in check_agent("examples.random_agent:factory", track=POPGYM_REPEAT_PREVIOUS))
+
+
+def test_a_track_whose_extra_is_missing_is_refused_before_anything_is_stored(tmp_path):
+    """As a user without popgym installed sees it: the command names the extra and the store stays empty."""
+    code = ("import sys; sys.modules['popgym'] = None; from memgym.cli import main; "
+            f"sys.exit(main(['leaderboard', 'run', '--track', 'popgym-repeat-previous', '--agent', 'a2c-tiny-gru', "
+            f"'--results', {str(tmp_path / 'results')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "track 'popgym-repeat-previous' cannot run here: popgym is not installed" in done.stderr
+    assert 'pip install "memgym[popgym]"' in done.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
 
 
 def test_tracks_never_share_a_results_directory(tmp_path):
@@ -140,9 +154,15 @@ def test_cli_runs_the_popgym_track_on_its_own_board(tmp_path, capsys, monkeypatc
     assert (results / "LEADERBOARD.md").exists() and not (tmp_path / "leaderboard-results").exists()
     assert main(["leaderboard", "show", "--track", "popgym-repeat-previous"]) == 0
     assert "examples.random_agent:factory" in capsys.readouterr().out
+    # a reference agent runs on a track without a functional env through the host loop (any-framework tier)
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
-                 "--preset", "smoke"]) == 2
-    assert "runs any-framework agents only" in capsys.readouterr().err
+                 "--preset", "smoke", "--values", "Easy", "--seeds", "1", "--steps", "2048",
+                 "--eval-episodes", "8"]) == 0
+    capsys.readouterr()
+    (record,) = [r for r in POPGYM_REPEAT_PREVIOUS.records(POPGYM_REPEAT_PREVIOUS.store(results))
+                 if r["agent"] == "a2c-tiny-gru"]
+    assert record["status"] == "ok" and record["train"]["steps"] == 2048
+    assert record["agent_info"]["config"]["total_steps"] == 2048 and record["agent_info"]["config"]["memory"] == "tiny-gru"
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
                  "--values", "Extreme"]) == 2
     assert "difficulty must be one of 'Easy', 'Medium', 'Hard', got difficulty='Extreme'" in capsys.readouterr().err
