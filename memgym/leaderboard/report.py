@@ -355,6 +355,7 @@ def write_report(results: str | os.PathLike, out: str | os.PathLike | None = Non
     board = build_board(track.store(results), track)
     if not board["entries"] and not board["failures"] and not board["unreadable"]:
         raise ValueError(f"no results stored under {results}; run `memgym leaderboard run` first")
+    board["track"] = track.name  # which track rebuilds it (`memgym leaderboard report --track`)
     out = Path(out or results)
     out.mkdir(parents=True, exist_ok=True)
     written = {"json": out / "board.json"}
