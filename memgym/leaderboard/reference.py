@@ -143,7 +143,7 @@ a2c_tiny_mgu = a2c("tiny-mgu", rollout_length=32, learning_rate=1e-3, entropy_co
 # junction lie in one backpropagation window (the learner replays each rollout from its stored carry, so no
 # gradient crosses a rollout boundary; with the smoke agents' 32 steps no model learns L = 64), and the learning
 # rate annealed to 0 (docs/collapse_study.md).
-CPU_A2C = dict(rollout_length=128, learning_rate=1e-3, entropy_coef=1e-3, anneal_lr=True)
+CPU_A2C = dict(rollout_length=128, learning_rate=1e-3, entropy_coef=1e-2, anneal_lr=True)
 a2c_cpu_mlp = a2c("tiny-mlp", **CPU_A2C)
 a2c_cpu_lstm = a2c("tiny-lstm", **CPU_A2C)
 a2c_cpu_gru = a2c("tiny-gru", **CPU_A2C)
