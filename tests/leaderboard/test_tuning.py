@@ -15,7 +15,7 @@ def test_spec_options_parse_and_reach_the_config():
     assert parse_spec("a2c-tiny-gru") == ("a2c-tiny-gru", {})
     assert parse_spec("a2c-tiny-gru[learning_rate=1e-3, entropy_coef=0.01,memory=tiny-lstm]") == (
         "a2c-tiny-gru", {"learning_rate": 1e-3, "entropy_coef": 0.01, "memory": "tiny-lstm"})
-    config = load_factory("a2c-tiny-gru[learning_rate=0.002,memory=tiny-lstm]")(None).config
+    config = load_factory("a2c-tiny-gru[learning_rate=0.002,memory=tiny-lstm]")(tracks.TMAZE.context()).config
     assert (config.learning_rate, config.memory, config.rollout_length) == (0.002, "tiny-lstm", 32)
 
 
