@@ -151,6 +151,19 @@ def test_the_board_flags_collapsed_cells_and_lengths_below_chance():
     assert "collapsed L=2 seed 0" in report.html(board)
 
 
+def test_a_corridor_no_agent_reaches_is_flagged_on_the_printed_board(tmp_path, capsys):
+    """As a user met it: with the smoke preset's 100-step episodes nothing reaches the junction at L = 32, and the
+    board says so instead of reading as a memory failure."""
+    results = str(tmp_path / "results")
+    assert main(["leaderboard", "run", "--agent", "examples.random_agent:factory", "--results", results,
+                 "--preset", "smoke", "--values", "4,32", "--seeds", "1", "--steps", "2048",
+                 "--eval-episodes", "16"]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--results", results]) == 0
+    row = table_row(capsys.readouterr().out, "examples.random_agent:factory")
+    assert row[-1] == "below chance L=32"
+
+
 # --- 2. evaluation randomness per seed; 3. invalid actions in evaluation ---------------------------
 
 
