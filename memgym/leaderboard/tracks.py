@@ -304,13 +304,13 @@ TMAZE = Track(
     jax_params=_tmaze_jax_params,
     check_cell=(3, 50),
     presets=_presets(
-        # A 2-core CPU finishes this in a few minutes (the README's main job). 256 evaluation episodes: a
+        # A 2-core CPU finishes this in about a minute (the README's main job). 256 evaluation episodes: a
         # memoryless policy scores the share of evaluation cues on the side it prefers, within ±0.04 of 0.5.
         Preset("smoke", (4, 8, 12), seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=256,
                max_episode_steps=100),
         # The CPU reference board (docs/reproduction.md): corridors from where every memory holds the cue to where
         # the weak ones lose it, 1000-step episodes so that the memoryless control reaches the junction (it
-        # scores 0.5) at every length; docs/leaderboard/ holds its records and board (about 2 hours on 2 cores).
+        # scores 0.5) at every length; docs/leaderboard/tmaze-cpu/ holds its records and board.
         Preset("cpu", (16, 32, 64), seeds=5, total_steps=1_500_000, train_window=100_000, eval_episodes=200,
                max_episode_steps=1000),
         Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
@@ -335,9 +335,9 @@ TMAZE = Track(
         "L*: longest corridor whose lower 95% bound is ≥ 0.9. "
         "Train: success over the last training window (the thesis metric). "
         "Repeats: extra results of already scored cells (not counted in the score). "
-        "Flags: a collapsed cell (its last training window scores 0.25 or more below the best stretch of the same "
-        "run: it learned, then lost it, which is not forgetting the cue) and a length where the agent scores 0.25 "
-        "or less (below chance: it does not reach the junction, so there the board measures exploration, not memory)."
+        "Flags: a collapsed cell (its last training window scores 0.25 or more below the best twentieth of the same "
+        "run: it had solved the task in training and lost it) and a length where the agent scores 0.25 or less "
+        "(far below chance: it does not reach the junction, so there the board measures exploration, not memory)."
     ),
     reading=(
         "How to read it: 0.5 is chance — an agent that forgot the cue guesses the turn, as the memoryless control "
@@ -383,8 +383,8 @@ POPGYM_REPEAT_PREVIOUS = Track(
         "Per difficulty: evaluation normalized return, mean ± standard error over seeds. "
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "
-        "Flags: a collapsed cell (its last training window scores 0.5 or more below the best stretch of the same "
-        "run: it learned, then lost it). "
+        "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
+        "run: it had learned, then lost it). "
         "Any-framework agents only."
     ),
     reading=(
