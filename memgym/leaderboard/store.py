@@ -14,6 +14,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import traceback
 from importlib import metadata
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,9 +58,14 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
 
 
 def failure_reason(error: BaseException) -> str:
-    """An exception as a failed record's reason: its type and first line."""
+    """An exception as a failed record's reason: its type, first line and where it was raised (file name, line
+    and function of the innermost frame; no directory, so records carry no machine paths)."""
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")[:500]
+    reason = f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        reason += f" (raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})"
+    return reason[:500]
 
 
 def provenance() -> dict[str, Any]:
