@@ -82,7 +82,7 @@ class HostAgent:
         self._acting_metrics: dict[str, Any] = {}
         self._segment_carry: Any = None
         self._pending: tuple | None = None  # (obs, start, action, fields, next carry) of the step acted on
-        self._eval: tuple | None = None  # (carry, key) of the evaluation policy
+        self._eval: tuple | None = None  # (batch size, carry, key) of the evaluation policy
 
     @classmethod
     def for_config(cls, config: Any, observation_space: gym.Space, action_space: gym.Space, seed: int = 0,
@@ -116,11 +116,13 @@ class HostAgent:
         if self.state is None:
             self.new_run(obs)
         if self.evaluating:
-            if self._eval is None or jax.tree.leaves(self._eval[0])[0].shape[0] != flat.shape[0]:
-                self._eval = (broadcast(self.trainer.initialize_carry(), flat.shape[0]), jax.random.key(self._seed + 1))
-            carry, key = self._eval
+            # the batch size is kept beside the carry: a memoryless model's carry has no leaf to read it from
+            if self._eval is None or self._eval[0] != flat.shape[0]:
+                self._eval = (flat.shape[0], broadcast(self.trainer.initialize_carry(), flat.shape[0]),
+                              jax.random.key(self._seed + 1))
+            size, carry, key = self._eval
             key, action, carry = self._evaluate(self.state.params, carry, flat, start, key)
-            self._eval = (carry, key)
+            self._eval = (size, carry, key)
             return np.asarray(action)
         return np.asarray(self.step(flat, start))
 

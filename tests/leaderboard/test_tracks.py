@@ -154,15 +154,19 @@ def test_cli_runs_the_popgym_track_on_its_own_board(tmp_path, capsys, monkeypatc
     assert (results / "LEADERBOARD.md").exists() and not (tmp_path / "leaderboard-results").exists()
     assert main(["leaderboard", "show", "--track", "popgym-repeat-previous"]) == 0
     assert "examples.random_agent:factory" in capsys.readouterr().out
-    # a reference agent runs on a track without a functional env through the host loop (any-framework tier)
+    # reference agents run on a track without a functional env through the host loop (any-framework tier),
+    # the memoryless control too (its carry is empty: evaluation must not read the batch size from it)
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
-                 "--preset", "smoke", "--values", "Easy", "--seeds", "1", "--steps", "2048",
-                 "--eval-episodes", "8"]) == 0
+                 "--agent", "a2c-tiny-mlp", "--preset", "smoke", "--values", "Easy", "--seeds", "1",
+                 "--steps", "2048", "--eval-episodes", "8"]) == 0
     capsys.readouterr()
-    (record,) = [r for r in POPGYM_REPEAT_PREVIOUS.records(POPGYM_REPEAT_PREVIOUS.store(results))
-                 if r["agent"] == "a2c-tiny-gru"]
-    assert record["status"] == "ok" and record["train"]["steps"] == 2048
-    assert record["agent_info"]["config"]["total_steps"] == 2048 and record["agent_info"]["config"]["memory"] == "tiny-gru"
+    records = {r["agent"]: r for r in POPGYM_REPEAT_PREVIOUS.records(POPGYM_REPEAT_PREVIOUS.store(results))}
+    for agent, memory in (("a2c-tiny-gru", "tiny-gru"), ("a2c-tiny-mlp", "tiny-mlp")):
+        record = records[agent]
+        assert record["status"] == "ok", record.get("reason")
+        assert record["train"]["steps"] == 2048 and record["eval"]["episodes"] == 8
+        assert record["agent_info"]["config"]["total_steps"] == 2048
+        assert record["agent_info"]["config"]["memory"] == memory
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
                  "--values", "Extreme"]) == 2
     assert "difficulty must be one of 'Easy', 'Medium', 'Hard', got difficulty='Extreme'" in capsys.readouterr().err
