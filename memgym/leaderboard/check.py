@@ -207,8 +207,9 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
     rng = np.random.default_rng(0)
     observations = [rng.integers(0, 2, (num_envs,) + observation_space.shape).astype(np.float32) for _ in range(6)]
 
-    def build(seed: int) -> Any:
-        return checks.call("the factory", factory, track.context(num_envs=num_envs, seed=seed, total_steps=1000))
+    def build(seed: int, total_steps: int = 1000) -> Any:
+        return checks.call("the factory", factory,
+                           track.context(num_envs=num_envs, seed=seed, total_steps=total_steps))
 
     def acts_validly():
         agent = build(0)
@@ -230,7 +231,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
     def deterministic():
         runs = []
         for _ in range(2):
-            agent = build(7)
+            agent = build(7, total_steps=0)
             runs.append([np.asarray(checks.call("act", agent.act, obs, np.ones(num_envs, bool)))
                          for obs in observations])
         same = all(_same(a, b) for a, b in zip(*runs))
@@ -241,7 +242,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         length = min(len(h) for h in histories)
         runs = []
         for j in range(len(histories)):  # agent j: stream 0 after history j, stream 1 after history j + 1
-            agent = build(7)
+            agent = build(7, total_steps=0)
             streams = (histories[j], histories[(j + 1) % len(histories)])
             for t in range(length):
                 checks.call("act", agent.act, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
@@ -260,6 +261,8 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
                             f"(environment {stream}; act only, as in evaluation)")
         return None
 
+    # the act-only checks are evaluation: their agents get a budget of 0 steps, so they are evaluated from the
+    # first call (an agent that tells training from evaluation by its budget, as the reference agents do)
     if checks.run("act returns valid actions; observe accepts a step", acts_validly):
         checks.run("same seed, same actions", deterministic)
         checks.run("start=True resets the memory (same actions after different previous episodes)", start_resets)

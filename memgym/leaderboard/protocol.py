@@ -37,7 +37,7 @@ class AgentContext:
         observation_space, action_space: of one environment of the track.
         num_envs: environments in the vector env the harness drives (any-framework tier).
         seed: the run's seed (any-framework tier: seed your own randomness with it).
-        total_steps: the training budget in environment steps.
+        total_steps: the training budget in environment steps (0: none; the agent is evaluated from its first act).
         track: the track's name (``"tmaze"``).
         parameter: the name of the track's swept parameter (``"corridor_length"``).
         parameter_value: its value in the cell the agent is built for (any-framework tier);

@@ -371,6 +371,9 @@ POPGYM_REPEAT_PREVIOUS = Track(
     check_cell=("Easy", None),
     presets=_presets(
         Preset("smoke", DIFFICULTIES, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
+        # The CPU reference board (docs/reproduction.md): Easy only, where PPO's compact agents learn within the
+        # budget and memory separates them from the control; docs/leaderboard/popgym-repeat-previous-cpu/.
+        Preset("cpu", ("Easy",), seeds=3, total_steps=500_000, train_window=50_000, eval_episodes=100),
         Preset("standard", DIFFICULTIES, seeds=5, total_steps=2_000_000, train_window=100_000, eval_episodes=100),
     ),
     default_preset="standard",

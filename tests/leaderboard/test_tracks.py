@@ -101,6 +101,9 @@ def test_jax_agents_are_rejected_where_there_is_no_jax_env(tmp_path):
     (build, passed, why), = check_agent("examples.jax_agent:factory", track=POPGYM_REPEAT_PREVIOUS)
     assert not passed and "runs any-framework agents only" in why
     assert all(ok for _, ok, _ in check_agent("examples.random_agent:factory", track=POPGYM_REPEAT_PREVIOUS))
+    # a reference agent on the host loop passes too: its act-only checks get a budget of 0 (evaluated at once)
+    results = check_agent("a2c-tiny-gru", track=POPGYM_REPEAT_PREVIOUS)
+    assert len(results) == 4 and all(ok for _, ok, _ in results), results
 
 
 def test_a_track_whose_extra_is_missing_is_refused_before_anything_is_stored(tmp_path):
