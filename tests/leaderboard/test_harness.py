@@ -57,6 +57,21 @@ def test_load_factory_errors_and_tiers():
     assert agent_id("examples.numpy_agent:factory") == "examples.numpy_agent_factory"
 
 
+def test_every_reference_factory_is_a_registered_agent():
+    """Each public factory of memgym.leaderboard.reference has its entry point in pyproject.toml (the name
+    `memgym leaderboard list` shows and the boards use), and each of memgym's entry points loads it."""
+    from memgym.leaderboard import reference
+    from memgym.leaderboard.protocol import entry_points
+
+    factories = {name for name in vars(reference) if name.startswith(("a2c_", "ppo_", "dqn_"))
+                 and callable(getattr(reference, name)) and hasattr(getattr(reference, name), "with_options")}
+    registered = {entry.value.split(":")[1]: name for name, entry in entry_points().items()
+                  if entry.value.startswith("memgym.leaderboard.reference:")}
+    assert factories == set(registered), factories ^ set(registered)
+    for attribute, name in registered.items():
+        assert name == attribute.replace("_", "-") and load_factory(name) is getattr(reference, attribute)
+
+
 @pytest.mark.parametrize("spec", ["a2c-tiny-gru", "examples.numpy_agent:factory"])
 def test_run_scores_stores_and_resumes(tmp_path, spec):
     budget = Preset("tiny", **TINY)

@@ -18,7 +18,7 @@ BOARDS = sorted(path.parent for path in (Path(__file__).parents[2] / "docs" / "l
 
 
 def test_the_reference_boards_are_published():
-    assert {board.name for board in BOARDS} >= {"tmaze-cpu"}
+    assert {board.name for board in BOARDS} >= {"tmaze-cpu", "popgym-repeat-previous-cpu"}
 
 
 @pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
