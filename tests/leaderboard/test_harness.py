@@ -201,7 +201,9 @@ def test_failing_cells_are_recorded_and_the_run_goes_on(tmp_path):
     by_cell = {(r["agent"].split(":")[-1], r["seed"]): r for r in store.records()}
     assert len(by_cell) == 8
     assert by_cell[("raising_factory", 1)]["status"] == "failed"
-    assert by_cell[("raising_factory", 1)]["reason"] == "RuntimeError: agent exploded (raised at test_harness.py:125 in act)"
+    raised_at = RaisingAgent.act.__code__.co_firstlineno + 1  # the line of its raise
+    assert by_cell[("raising_factory", 1)]["reason"] == (
+        f"RuntimeError: agent exploded (raised at test_harness.py:{raised_at} in act)")
     assert by_cell[("raising_factory", 0)]["status"] == "ok"  # the other seed of the same agent finished
     assert "invalid actions [7, 7" in by_cell[("invalid_factory", 0)]["reason"]
     assert "wall-clock limit" in by_cell[("slow_factory", 0)]["reason"]
