@@ -45,6 +45,19 @@ def gymnasium_vector(steps: int, num_envs: int = 8) -> float:
     return actions.size / (time.perf_counter() - start)
 
 
+def _steps_per_second(run, total_steps: int, repeats: int) -> float:
+    """``total_steps`` over the best of ``repeats`` timed calls of the jitted ``run(key)`` (compiled first)."""
+    import jax
+
+    run(jax.random.key(0)).block_until_ready()  # compile
+    best = float("inf")
+    for r in range(repeats):
+        start = time.perf_counter()
+        run(jax.random.key(r + 1)).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return total_steps / best
+
+
 def jax_twin(num_envs: int, steps: int, repeats: int = 3) -> float:
     import jax
     import jax.numpy as jnp
@@ -71,13 +84,7 @@ def jax_twin(num_envs: int, steps: int, repeats: int = 3) -> float:
         (_, _), (successes, checksum) = jax.lax.scan(body, (state, key), None, length=steps)
         return successes.sum() + checksum.sum()
 
-    run(jax.random.key(0)).block_until_ready()  # compile
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        run(jax.random.key(r + 1)).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return num_envs * steps / best
+    return _steps_per_second(run, num_envs * steps, repeats)
 
 
 def floor_tmaze(num_envs: int, steps: int, repeats: int = 3, corridor_length: int = 200,
@@ -98,8 +105,8 @@ def floor_tmaze(num_envs: int, steps: int, repeats: int = 3, corridor_length: in
     bit_shifts = jnp.arange(1, 1 + tmaze.DEFAULT_NUM_DISTRACTORS, dtype=jnp.uint32)
     junction = corridor_length - 1
 
-    def observation(time, position, goal, word):
-        cue = jnp.where((time == 0)[:, None], jnp.stack([goal, 1 - goal], axis=1), 0)
+    def observation(elapsed, position, goal, word):
+        cue = jnp.where((elapsed == 0)[:, None], jnp.stack([goal, 1 - goal], axis=1), 0)
         gray = (position ^ (position >> 1)).astype(jnp.uint32)
         return jnp.concatenate([cue.astype(jnp.uint32), (gray[:, None] >> gray_shifts) & 1,
                                 (word[:, None] >> bit_shifts) & 1], axis=1).astype(jnp.float32)
@@ -111,7 +118,7 @@ def floor_tmaze(num_envs: int, steps: int, repeats: int = 3, corridor_length: in
         state = (zero, zero, (word & 1).astype(jnp.int32))
 
         def body(carry, _):
-            (time, position, goal), key = carry
+            (elapsed, position, goal), key = carry
             key, k_act, k_env = jax.random.split(key, 3)
             action = jax.random.randint(k_act, (num_envs,), 0, 4)
             if gymnax_keys:
@@ -128,23 +135,17 @@ def floor_tmaze(num_envs: int, steps: int, repeats: int = 3, corridor_length: in
             position = jnp.clip(position + move, 0, junction)
             terminated = at_junction & (action >= tmaze.LEFT)
             success = terminated & (action - tmaze.LEFT == goal)
-            time = time + 1
-            done = terminated | (time >= max_episode_steps)
-            time, position = jnp.where(done, 0, time), jnp.where(done, 0, position)
+            elapsed = elapsed + 1
+            done = terminated | (elapsed >= max_episode_steps)
+            elapsed, position = jnp.where(done, 0, elapsed), jnp.where(done, 0, position)
             goal = jnp.where(done, (word & 1).astype(jnp.int32), goal)
-            obs = observation(time, position, goal, word)
-            return ((time, position, goal), key), (success.sum(), obs.sum())
+            obs = observation(elapsed, position, goal, word)
+            return ((elapsed, position, goal), key), (success.sum(), obs.sum())
 
         _, (successes, checksum) = jax.lax.scan(body, (state, key), None, length=steps)
         return successes.sum() + checksum.sum()
 
-    run(jax.random.key(0)).block_until_ready()  # compile
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        run(jax.random.key(r + 1)).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return num_envs * steps / best
+    return _steps_per_second(run, num_envs * steps, repeats)
 
 
 def main() -> None:
