@@ -54,13 +54,18 @@ from typing import Any
 
 MODELS = ["arelit", "relit", "gtrxl-128", "gtrxl-256", "lstm", "gru", "linear_attention", "s5", "lru", "ffm"]
 # The same presets trained another way, for before/after rows measured in the same run:
-# ``<preset>-recurrent`` trains with the step-by-step monoid scan instead of the chunkwise-parallel form.
+# name -> (preset, memory model overrides, A2CConfig overrides).
 VARIANTS = {
-    "relit-recurrent": ("relit", {"sub_chunk_size": None}),
-    "linear_attention-recurrent": ("linear_attention", {"sub_chunk_size": None}),
+    # ``<preset>-recurrent`` trains with the step-by-step monoid scan instead of the chunkwise-parallel form.
+    "relit-recurrent": ("relit", {"sub_chunk_size": None}, {}),
+    "linear_attention-recurrent": ("linear_attention", {"sub_chunk_size": None}, {}),
     # ``gtrxl-*-uncached``: acting recomputes the memory rows' keys and values at every step.
-    "gtrxl-128-uncached": ("gtrxl-128", {"kv_cache": False}),
-    "gtrxl-256-uncached": ("gtrxl-256", {"kv_cache": False}),
+    "gtrxl-128-uncached": ("gtrxl-128", {"kv_cache": False}, {}),
+    "gtrxl-256-uncached": ("gtrxl-256", {"kv_cache": False}, {}),
+    # ``<preset>-replay-<K>``: the replay for the gradient in checkpointed pieces of K steps (replay_chunk_size;
+    # GTrXL refuses it: its window carries no gradients between pieces).
+    **{f"{preset}-replay-{k}": (preset, {}, {"replay_chunk_size": k})
+       for preset in ("arelit", "relit", "linear_attention", "lstm", "gru") for k in (16, 32, 64)},
 }
 RESULT_MARKER = "TRAIN_SPEED_RESULT "
 
@@ -132,11 +137,11 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
 
     updates, runs, repeats = opts["updates"], opts["runs"], opts["repeats"]
     name = preset
-    preset, overrides = VARIANTS.get(name, (name, {}))
+    preset, overrides, trainer_overrides = VARIANTS.get(name, (name, {}, {}))
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
     config = A2CConfig(
         memory=preset, memory_config=json.dumps(overrides), learning_rate=learning_rate, entropy_coef=entropy_coef,
-        num_envs=opts["num_envs"], rollout_length=opts["rollout_length"],
+        num_envs=opts["num_envs"], rollout_length=opts["rollout_length"], **trainer_overrides,
     )
     steps_per_update = config.env_steps_per_update
     env = TMazeJax()
@@ -144,7 +149,7 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
     trainer = A2CTrainer(config, env, example_params=env_params)
     row: dict[str, Any] = {
         "model": name, "memory_model": MEMORY_PRESETS[preset][0], "memory_config": {**MEMORY_PRESETS[preset][1], **overrides},
-        "updates": updates, "steps_per_update": steps_per_update,
+        "trainer_config": trainer_overrides, "updates": updates, "steps_per_update": steps_per_update,
     }
 
     def k_updates(state, params):

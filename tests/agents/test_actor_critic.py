@@ -50,6 +50,38 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
     assert truncated.any() and np.all(np.asarray(rollout.final_value)[~truncated] == 0)
 
 
+@pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit", "tiny-relit", "tiny-deltanet"])
+@pytest.mark.parametrize("chunk", [16, 100])
+def test_replay_in_checkpointed_chunks_equals_the_whole_replay(memory, chunk):
+    """``replay_chunk_size`` changes memory and compute only: the logits, values and loss gradients of a
+    256-step rollout (the thesis length; episodes start inside it, pieces do not divide it) equal one replay."""
+    whole = A2CTrainer(config(memory=memory, num_envs=4, rollout_length=256, total_steps=4 * 256), TMazeJax())
+    chunked = A2CTrainer(dataclasses.replace(whole.config, replay_chunk_size=chunk), TMazeJax())
+    params = tmaze_params(4, max_episode_steps=30)
+    state = whole.init(jax.random.key(1), params)
+    collect = jax.jit(lambda state, params: whole.collect(state, params, state.params))
+    state, _, _ = collect(state, params)  # the replayed rollout starts from a non-trivial carry
+    state, trajectory, stats = collect(state, params)
+    assert int(stats["episodes"]) > 8
+    rollout = whole.rollout(state, trajectory)
+    obs, start = replay_inputs(rollout)
+    for a, b in zip(jax.jit(whole.replay)(state.params, obs, start, rollout.carry),
+                    jax.jit(chunked.replay)(state.params, obs, start, rollout.carry), strict=True):
+        np.testing.assert_allclose(b, a, atol=2e-5, rtol=1e-4)
+    grads = [jax.jit(jax.grad(lambda p, t=t: t.loss(p, rollout)[0]))(state.params) for t in (whole, chunked)]
+    for a, b in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(grads[1]), strict=True):
+        np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-3)
+
+
+def test_replay_in_chunks_is_refused_where_the_carry_stops_gradients():
+    """GTrXL's window enters each call without gradients: pieces would train it differently, so it is refused."""
+    gtrxl = '{"features": 16, "num_layers": 1, "num_heads": 2, "head_dim": 8, "memory_size": 8}'
+    with pytest.raises(ValueError, match="replay_chunk_size=32 cannot be used with GTrXL: its carry enters a call "
+                                         "without gradients"):
+        A2CTrainer(config(memory="gtrxl", memory_config=gtrxl, replay_chunk_size=32), TMazeJax())
+    A2CTrainer(config(memory="gtrxl", memory_config=gtrxl), TMazeJax())  # the whole replay is fine
+
+
 def success_at_end(metrics) -> np.ndarray:
     episodes = np.asarray(metrics["episodes"])
     successes = np.asarray(metrics["successes"])
@@ -108,6 +140,8 @@ def test_act_is_one_step_of_the_policy():
         (dict(memory="transformer"), "unknown memory 'transformer'"),
         (dict(memory_config="{bad"), "memory_config must be a JSON object"),
         (dict(memory_config='{"foo": 1}'), r"unknown option\(s\) \['foo'\]"),
+        (dict(replay_chunk_size=-1), r"replay_chunk_size must be an integer >= 0 \(0 replays the whole rollout at "
+                                     r"once\), got replay_chunk_size=-1"),
     ],
 )
 def test_bad_config(make, overrides, message):
