@@ -13,9 +13,8 @@ arrays per run. Three ways of running one grid, timed on the same machine in one
 * ``per process``: one ``python`` process per cell (``--parallel`` of them at a time, by
   default one per CPU core), each training and evaluating its cell with the same code.
 
-Every figure is wall-clock time from the start of the work (the one-call modes include their
-compilation, as a board run does; their compile-free time is printed beside) and
-steps/s = cells × training steps per cell / time. Evaluation is included in every mode.
+Every figure is wall-clock time from the start of the work, compilation and evaluation included
+in every mode (as a board run pays them), and steps/s = cells × training steps per cell / time.
 
     python benchmarks/grid_throughput.py [--agents a2c-tiny-gru a2c-arelit] [--lengths 16 32 64]
                                          [--seeds 5] [--steps 20000] [--parallel 2] [--json out.json]
@@ -61,7 +60,7 @@ def budget_of(args: argparse.Namespace):
 
 
 def in_one_process(spec: str, args: argparse.Namespace) -> dict[str, float]:
-    """Whole grid in one call, then per length (one call per length, the same compiled functions reused)."""
+    """Seconds for the whole grid in one call, and for one call per length (the lengths share one compilation)."""
     from memgym.leaderboard.jax_tier import JaxCells
     from memgym.leaderboard.planning import NUM_ENVS
     from memgym.leaderboard.protocol import load_factory
@@ -80,11 +79,7 @@ def in_one_process(spec: str, args: argparse.Namespace) -> dict[str, float]:
         failed = [o for group in outcomes for o in group if isinstance(o, str)]
         if failed:
             raise SystemExit(f"{spec}: {len(failed)} cells failed, e.g. {failed[0]}")
-        started = time.perf_counter()
-        for group in groups:
-            runner.run(group)
         results[mode] = first
-        results[mode + " (compiled)"] = time.perf_counter() - started
     return results
 
 
