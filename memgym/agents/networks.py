@@ -96,9 +96,11 @@ def replay_in_chunks(apply, obs: jax.Array, start: jax.Array, carry: Carry, chun
     cut). In the backward pass each piece is recomputed from its incoming carry, so only the
     carries at piece boundaries and one piece's activations are alive at once: the memory of the
     activations falls from ``T`` steps to ``chunk_size`` for one more forward pass. A recurrent
-    model whose carry is small (AReLiT's vectors) gains the most; a sliding-window model keeps its
-    window at every boundary. Padding steps after the tape cannot change its outputs (every model
-    is causal), so the carry after the tape is not returned.
+    model whose carry is small (AReLiT's vectors) gains the most. Gradients flow from a piece to
+    the ones before it through the carry, so a model whose carry enters a call without gradients
+    (``carry_passes_gradients = False``: GTrXL) would train differently; the trainers refuse it.
+    Padding steps after the tape cannot change its outputs (every model is causal), so the carry
+    after the tape is not returned.
     """
 
     def body(carry, piece, _valid):

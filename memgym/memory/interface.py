@@ -5,7 +5,9 @@ parameters needed) and ``__call__(x [T, F], start [T], carry) -> (y [T, features
 stream's tape ``x`` with its episode-start flags. A model that knows which of its parameters first
 consumes ``x`` declares it as the class attribute ``input_kernel = (path, axis)``: ``path`` the keys
 from the model's ``params`` down to that array, ``axis`` its axis of length ``F``. :func:`check_tape`
-then reports an ``x`` of another width by name instead of as a shape error deep inside flax.
+then reports an ``x`` of another width by name instead of as a shape error deep inside flax. A model
+whose carry enters a call without gradients (GTrXL's window) declares ``carry_passes_gradients =
+False``, so that nothing cuts its tapes into pieces expecting gradients to cross them.
 """
 
 from __future__ import annotations
