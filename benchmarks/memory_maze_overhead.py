@@ -1,22 +1,27 @@
-"""Cost of memgym's Memory Maze wrapper: steps per second wrapped vs the raw dm_env task.
+"""Cost of memgym's Memory Maze wrapper: memory per environment and steps per second, wrapped vs upstream.
 
-The same pre-drawn random actions are played on
+**Memory** (first table). Each variant runs in a fresh child process that builds ``--envs``
+environments one after another, resetting each (a Memory Maze env compiles its maze at a
+reset), and reads its resident memory after each:
 
-* ``raw dm_env``: upstream ``memory_maze.tasks.memory_maze_<size>(seed=0)``, the
-  ``dm_env.Environment`` memgym wraps;
-* ``MemoryMazeEnv``: :class:`memgym.envs.memory_maze.MemoryMazeEnv` around its own
-  upstream task (``reset(seed=0)``), no Gymnasium wrappers;
-* ``gymnasium.make``: ``gymnasium.make("memgym/MemoryMaze-<size>-v0")`` as users make
-  it (adds TimeLimit and the passive env checker).
+* ``upstream task``: ``memory_maze.tasks.memory_maze_<size>(seed)``, the ``dm_env``
+  environment memgym wraps, every texture of its arena compiled (what memgym's wrapper
+  cost before it trimmed textures: the wrapper itself holds nothing of size);
+* ``MemoryMazeEnv``: memgym's wrapper, whose ``UnusedTextures`` hook compiles the wall
+  textures an episode does not show as one pixel.
 
-Only steps are timed: when an episode ends, the reset (which recompiles the maze,
-seconds) happens off the clock. Runs alternate between the variants; the table shows
-the median of the repeats and each variant's overhead per step against the raw task
-(time / raw time - 1). A physics step takes tens of milliseconds, so the wrapper's
-share is far below run-to-run noise; the last row therefore times the wrapper's
-translation alone (MemoryMazeEnv around a stub task that returns a stored timestep).
+Columns: the process after its imports, what the first environment added (with the
+libraries and the OpenGL platform loaded once per process), what each further one added (the
+mean over envs 2..N: what ``--num-envs`` multiplies), the compiled ``MjModel`` of one env, the
+time to build and reset one, and the steps/s of one env (random actions, resets off the clock).
 
-    python benchmarks/memory_maze_overhead.py [--size 9x9] [--steps 300] [--repeats 3] [--quick]
+**Speed** (second table). The same pre-drawn random actions are played on the raw task, on
+``MemoryMazeEnv`` and on ``gymnasium.make`` (adds TimeLimit and the passive env checker), runs
+alternating between them; the median of the repeats and each variant's overhead per step
+against the raw task. A physics step takes tens of milliseconds, so the last row times the
+wrapper's translation alone (MemoryMazeEnv around a stub task that returns a stored timestep).
+
+    python benchmarks/memory_maze_overhead.py [--size 11x11] [--envs 4] [--steps 300] [--repeats 3] [--quick]
 
 Needs the ``memory-maze`` extra and a headless OpenGL library (EGL or OSMesa).
 """
@@ -24,16 +29,72 @@ Needs the ``memory-maze`` extra and a headless OpenGL library (EGL or OSMesa).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import gymnasium as gym
 import numpy as np
 
 import memgym  # noqa: F401  (registers the environments)
+from memgym.envs.memory_check import resident_bytes
 from memgym.envs.memory_maze import SIZES, MemoryMazeEnv, load_memory_maze_tasks, memory_maze_env_id
+
+MEMORY_VARIANTS = {"upstream": "upstream task (every texture)", "memgym": "MemoryMazeEnv (shown textures)"}
+
+
+def memory_child(variant: str, size: str, num_envs: int, steps: int) -> dict:
+    """In this (fresh) process: build and reset ``num_envs`` envs of ``variant``, reading resident memory."""
+    tasks = load_memory_maze_tasks()
+    from dm_control import composer  # noqa: F401  (imported before the first reading, as the env's own imports)
+
+    after_imports = resident_bytes()
+    envs, resident, build_seconds = [], [], []
+    for index in range(num_envs):
+        started = time.perf_counter()
+        if variant == "upstream":
+            env = getattr(tasks, f"memory_maze_{size}")(seed=index)
+            env.reset()
+        else:
+            env = MemoryMazeEnv(size)
+            env.reset(seed=index)
+        build_seconds.append(time.perf_counter() - started)
+        envs.append(env)
+        resident.append(resident_bytes())
+    physics = (envs[0] if variant == "upstream" else envs[0].task).physics
+    actions = [int(a) for a in np.random.default_rng(0).integers(0, 6, steps)]
+    seconds = time_raw(envs[-1], actions) if variant == "upstream" else time_gym(envs[-1], actions)
+    for env in envs:
+        env.close()
+    return dict(after_imports=after_imports, resident=resident, build_seconds=build_seconds,
+                model_bytes=int(physics.model.ptr.nbuffer), steps_per_s=steps / seconds)
+
+
+def memory_table(size: str, num_envs: int, steps: int) -> None:
+    results = {}
+    for variant in MEMORY_VARIANTS:  # one fresh process each: resident memory is per process
+        out = subprocess.run([sys.executable, __file__, "--child", variant, "--size", size, "--envs", str(num_envs),
+                              "--steps", str(steps)], capture_output=True, text=True, check=True)
+        results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
+    mib = 2**20
+    print(f"Memory Maze {size}: resident memory of a process building {num_envs} envs (each reset once), "
+          f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}, {os.cpu_count()} CPUs")
+    print(f"{'variant':<32} {'imports':>9} {'1st env':>9} {'each next':>10} {'MjModel':>9} {'build s':>8} "
+          f"{'steps/s':>8}")
+    for variant, r in results.items():
+        resident = r["resident"]
+        each = (resident[-1] - resident[0]) / max(1, len(resident) - 1)
+        print(f"{MEMORY_VARIANTS[variant]:<32} {r['after_imports'] / mib:7.0f} M {(resident[0] - r['after_imports']) / mib:7.0f} M "
+              f"{each / mib:8.0f} M {r['model_bytes'] / mib:7.0f} M {statistics.median(r['build_seconds']):8.1f} "
+              f"{r['steps_per_s']:8.1f}")
+    up, ours = (results[v] for v in MEMORY_VARIANTS)
+    each = [(r["resident"][-1] - r["resident"][0]) / max(1, num_envs - 1) for r in (up, ours)]
+    print(f"memory per further env: {each[1] / each[0]:.2f}x upstream's; environments in 20 GiB available: "
+          f"{int(20 * 2**30 // each[0])} -> {int(20 * 2**30 // each[1])}")
 
 
 def time_raw(task, actions: list[int]) -> float:
@@ -89,13 +150,22 @@ def translation_seconds_per_step(timestep, steps: int = 20_000) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=SIZES, default="9x9")
+    parser.add_argument("--size", choices=SIZES, default="11x11")
     parser.add_argument("--steps", type=int, default=300, help="steps per timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant (median)")
-    parser.add_argument("--quick", action="store_true", help="100 steps, 2 repeats")
+    parser.add_argument("--envs", type=int, default=4, help="environments each memory child builds (>= 2)")
+    parser.add_argument("--quick", action="store_true", help="100 steps, 2 repeats, 3 envs")
+    parser.add_argument("--child", choices=MEMORY_VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.repeats = 100, 2
+        args.steps, args.repeats, args.envs = 100, 2, 3
+    if args.envs < 2:
+        parser.error(f"--envs must be at least 2 (the first env also loads the libraries), got {args.envs}")
+    if args.child:
+        print(json.dumps(memory_child(args.child, args.size, args.envs, args.steps)))
+        return
+    memory_table(args.size, args.envs, args.steps)
+    print()
 
     tasks = load_memory_maze_tasks()  # chooses MUJOCO_GL
     raw = getattr(tasks, f"memory_maze_{args.size}")(seed=0)

@@ -28,14 +28,38 @@ import jax.numpy as jnp
 from memgym.memory.initializers import HIDDEN
 
 
+class Conv3x3(nn.Module):
+    """A 3×3 convolution, stride 1, ``SAME`` zero padding: ``nn.Conv(features, (3, 3))``'s parameters
+    (``kernel [3, 3, C, features]``, ``bias [features]``) and values, computed as one matrix product.
+
+    The nine shifted copies of the padded input are concatenated along channels (``[N, H, W, 9C]``, in
+    the kernel's ``(row, column, channel)`` order) and multiplied by the kernel reshaped to
+    ``[9C, features]``. XLA's CPU backend runs a convolution's gradient inside a loop (PPO's scan over
+    minibatches) 11-28× slower than outside one, while this form's gradient is slices and matrix
+    products everywhere: ``benchmarks/encoder_speed.py``, docs/memory_maze.md.
+    """
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        height, width, channels = x.shape[-3:]
+        kernel = self.param("kernel", HIDDEN, (3, 3, channels, self.features))
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+        padded = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + [(1, 1), (1, 1), (0, 0)])
+        patches = jnp.concatenate([padded[..., row:row + height, column:column + width, :]
+                                   for row in range(3) for column in range(3)], axis=-1)
+        return patches @ kernel.reshape(9 * channels, self.features) + bias
+
+
 class ResidualBlock(nn.Module):
     """``x + conv(relu(conv(relu(x))))`` with 3×3 convolutions that keep the channel count."""
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
-        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(nn.relu(x))
-        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(nn.relu(y))
+        y = Conv3x3(channels, name="Conv_0")(nn.relu(x))
+        y = Conv3x3(channels, name="Conv_1")(nn.relu(y))
         return x + y
 
 
@@ -48,8 +72,8 @@ class ImpalaResNet(nn.Module):
     @nn.compact
     def __call__(self, image: jax.Array) -> jax.Array:
         x = image
-        for channels in self.channels:
-            x = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=HIDDEN)(x)
+        for stage, channels in enumerate(self.channels):
+            x = Conv3x3(channels, name=f"Conv_{stage}")(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             x = ResidualBlock()(x)
             x = ResidualBlock()(x)

@@ -26,6 +26,8 @@ jitted, once per vector step) and learning (the trainer's jitted
 
 from __future__ import annotations
 
+import time
+
 from typing import Any
 
 import gymnasium as gym
@@ -208,6 +210,9 @@ class HostLoop:
         self.agent.new_run(self._obs)
         self.episode_return = np.zeros(config.num_envs)
         self.episode_length = np.zeros(config.num_envs, int)
+        #: Wall-clock seconds of this loop's updates so far: stepping the envs, acting (the policy and
+        #: recording each step) and learning (the trainer's update, compilation included).
+        self.seconds = dict(env=0.0, acting=0.0, learning=0.0)
 
     @classmethod
     def for_config(cls, config: Any, envs: gym.vector.VectorEnv, seed: int = 0) -> HostLoop:
@@ -236,16 +241,22 @@ class HostLoop:
     def update(self) -> dict[str, Any]:
         """One update: collect on the host, then the trainer's jitted learning step; this update's metrics."""
         stats = self._steps()
-        return dict(stats, **self.agent.learn())
+        started = time.perf_counter()
+        metrics = self.agent.learn()
+        self.seconds["learning"] += time.perf_counter() - started
+        return dict(stats, **metrics)
 
     def _steps(self) -> dict[str, Any]:
         """Step the envs ``steps_per_update`` times with the agent recording; the finished episodes' sums."""
         agent, layout, num_envs = self.agent, self.agent.layout, self.trainer.config.num_envs
         stats: dict[str, Any] = dict(episodes=0, successes=0, return_sum=0.0, length_sum=0)
         start = np.asarray(agent.state.start)
+        env_seconds, clock = 0.0, time.perf_counter()
         for _ in range(self.trainer.config.steps_per_update):
-            action = agent.step(layout.flatten(self._obs), start)
-            self._obs, reward, terminated, truncated, info = self.envs.step(np.asarray(action))
+            action = np.asarray(agent.step(layout.flatten(self._obs), start))
+            stepped = time.perf_counter()
+            self._obs, reward, terminated, truncated, info = self.envs.step(action)
+            env_seconds += time.perf_counter() - stepped
             done = terminated | truncated
             final_obs = layout.flatten(self._obs).copy()  # the true next observation, also where an episode ended
             for i in np.flatnonzero(done):
@@ -259,4 +270,6 @@ class HostLoop:
                 stats[name] += total.item()
             start = done
         agent.state = agent.state.replace(obs=layout.flatten(self._obs), start=start)
+        self.seconds["env"] += env_seconds
+        self.seconds["acting"] += time.perf_counter() - clock - env_seconds
         return stats

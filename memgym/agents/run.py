@@ -31,6 +31,7 @@ import numpy as np
 from memgym.agents.checkpoints import load_checkpoint, save_checkpoint
 from memgym.agents.logs import append_csv, metric_rows, plot_learning_curve, prepare_run, tensorboard_writer
 from memgym.agents.metrics import success_over_last
+from memgym.envs.memory_check import check_num_envs, gib
 
 TMAZE_IDS = ("memgym/TMaze-v0", "memgym/TMazeJax-v0")
 
@@ -123,6 +124,11 @@ def train_gymnasium(config: Any, env_id: str, out: str | os.PathLike, *, seed: i
     except gym.error.Error as error:
         raise ValueError(f"--env {env_id!r} is not a registered Gymnasium environment ({error}); "
                          "`memgym envs` lists memgym's") from None
+    # Before the run directory is made: refuse what cannot fit (a Memory Maze env holds hundreds of MiB).
+    memory = check_num_envs(lambda: gym.make(spec.id, **(env_kwargs or {})), config.num_envs, what=env_id, seed=seed)
+    room = "" if memory.available is None else f" of the {gib(memory.available)} available"
+    log(f"building {config.num_envs} x {env_id}: about {gib(memory.need(config.num_envs))}{room} "
+        f"({gib(memory.each)} each, measured)")
     prepare_run(out, meta, resume)
     checkpoint, csv_path = out / "checkpoint.npz", out / "metrics.csv"
     envs = gym.make_vec(spec.id, num_envs=config.num_envs, vectorization_mode="sync",
@@ -151,8 +157,9 @@ def train_gymnasium(config: Any, env_id: str, out: str | os.PathLike, *, seed: i
             save_checkpoint(checkpoint, loop.state, done)
             steps_per_s = (done - start_update) * per_update / (time.perf_counter() - started)
             bar = "#" * (20 * done // total)
-            log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * per_update:,} steps  {steps_per_s:,.0f} steps/s  "
-                f"episodes {int(episodes)}  mean return {return_sum / max(episodes, 1):.3f}")
+            split = "  ".join(f"{name} {seconds:,.0f} s" for name, seconds in loop.seconds.items())
+            log(f"[{bar:<20}] {100 * done / total:5.1f}%  {done * per_update:,} steps  {steps_per_s:,.1f} steps/s  "
+                f"episodes {int(episodes)}  mean return {return_sum / max(episodes, 1):.3f}  ({split})")
     finally:
         envs.close()
     if plot_learning_curve(csv_path, out / "learning_curve.png", f"{env_id}, {config.memory}", metric="return"):

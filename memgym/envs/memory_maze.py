@@ -15,14 +15,18 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import struct
 import subprocess
 import sys
+import zlib
 from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from memgym.envs.memory_check import NotEnoughMemory, available_bytes, gib, resident_bytes
 
 TESTED_VERSIONS = {"memory-maze": "1.0.3", "dm-control": "1.0.50", "mujoco": "3.17.0", "labmaze": "1.0.6"}
 INSTALL_HINT = 'pip install "memgym[memory-maze]"'
@@ -175,6 +179,94 @@ def load_memory_maze_tasks() -> ModuleType:
 
 
 # ---------------------------------------------------------------------------------------
+# Compiling only the textures a maze shows.
+
+
+def _one_pixel_png() -> bytes:
+    """A valid 1×1 grey RGB PNG: what an unused texture compiles to."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # width, height, 8 bits, RGB, no interlace
+    pixels = zlib.compress(b"\x00\x80\x80\x80")  # filter byte 0, then one grey pixel
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+class UnusedTextures:
+    """``initialize_episode_mjcf`` hook of a dm_control Composer environment: a 2-D texture loaded from a
+    file that no material of this episode's model uses compiles as one pixel.
+
+    Upstream's arena loads every wall texture of its style for each of its ten wall variations (83
+    textures of 1024×1024 in an 11×11 maze), then each episode draws one texture per variation: about 13
+    are shown. Compiled in full, the unshown ones cost about 210 MiB in the ``MjModel`` and twice that in
+    the OpenGL context that holds their mipmaps, per environment (docs/memory_maze.md). The hook runs after
+    the arena has drawn the episode's textures and before the model is compiled; it swaps the ``file`` of
+    each unshown texture for a 1×1 image and gives a shown one its file back. Texture ids, materials and
+    every drawn pixel stay the same (tested against upstream), and no random number is drawn.
+    """
+
+    def __init__(self, mjcf_root: Any):
+        from dm_control import mjcf
+
+        self._root = mjcf_root
+        self._tiny = mjcf.Asset(_one_pixel_png(), ".png")
+        self._files: dict[int, tuple[Any, Any]] = {}  # id(texture) -> (texture, its own file)
+
+    @property
+    def trimmed(self) -> int:
+        """How many textures the last compiled model holds as one pixel."""
+        return len(self._files)
+
+    def __call__(self, random_state: Any) -> None:
+        shown = set()
+        for material in self._root.find_all("material"):
+            texture = material.texture
+            if texture is not None:
+                shown.add(texture if isinstance(texture, str) else id(texture))
+        for texture in self._root.find_all("texture"):
+            key = id(texture)
+            in_use = texture.type != "2d" or key in shown or texture.name in shown
+            if in_use and key in self._files:
+                texture.file = self._files.pop(key)[1]
+            elif not in_use and key not in self._files and texture.file is not None:
+                self._files[key] = (texture, texture.file)
+                texture.file = self._tiny
+
+
+# The last upstream build's resident memory in this process (it compiles the model with every texture
+# before the first reset trims them: the peak of a build) and how many upstream environments are alive.
+_BUILDS = {"bytes": 0, "live": 0}
+
+
+def _refuse_a_build_that_cannot_fit(size: str) -> None:
+    """Raise :class:`NotEnoughMemory` when the memory available is less than the last build took: the
+    safety net wherever environments are built in bulk (``gymnasium.make_vec``, a vector env's workers).
+    Runs that know their number of environments check it up front (``memgym train``)."""
+    need, available = _BUILDS["bytes"], available_bytes()
+    if need and available is not None and available < need:
+        raise NotEnoughMemory(
+            f"building Memory Maze {size} environment number {_BUILDS['live'] + 1} of this process needs about "
+            f"{gib(need)} (what the last build took here), but this machine has {gib(available)} of memory "
+            f"available: build at most {_BUILDS['live']} in this process, fewer to leave memory for learning "
+            "(memgym train: --num-envs)"
+        )
+
+
+def _composer_environment(task: Any) -> Any:
+    """The ``composer.Environment`` inside upstream's chain of ``dm_env`` wrappers (each holds ``.env``)."""
+    from dm_control import composer
+
+    env = task
+    while not isinstance(env, composer.Environment):
+        env = getattr(env, "env", None)
+        if env is None:
+            raise RuntimeError(f"no dm_control composer.Environment inside {type(task).__name__}; "
+                               f"memgym is tested with {TESTED_VERSIONS}")
+    return env
+
+
+# ---------------------------------------------------------------------------------------
 
 
 class MemoryMazeEnv(gym.Env):
@@ -228,9 +320,15 @@ class MemoryMazeEnv(gym.Env):
 
     def _build_task(self, task_seed: int) -> None:
         self._close_task()
+        _refuse_a_build_that_cannot_fit(self.size)
+        before = resident_bytes()
         make = getattr(self._tasks, f"memory_maze_{self.size}")
         self._task = make(seed=task_seed)
         self._task_seed = task_seed
+        _BUILDS["bytes"] = max(0, resident_bytes() - before)
+        _BUILDS["live"] += 1
+        composer_env = _composer_environment(self._task)
+        composer_env.add_extra_hook("initialize_episode_mjcf", UnusedTextures(composer_env.task.root_entity.mjcf_model))
 
     def _observation(self, timestep: Any) -> dict[str, np.ndarray]:
         upstream = timestep.observation
@@ -284,6 +382,7 @@ class MemoryMazeEnv(gym.Env):
         if self._task is not None:
             task, self._task = self._task, None
             task.close()  # frees the MuJoCo physics and its OpenGL context
+            _BUILDS["live"] -= 1
 
     def close(self) -> None:
         self._close_task()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import jax
+import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -101,3 +102,26 @@ def test_trainers_put_the_resnet_in_front_of_the_memory_for_images(config):
     assert trainer.spec.image_shape == (16, 16, 3) and trainer.spec.obs_dtype == np.uint8
     params = trainer.init_params(jax.random.key(0))
     assert "resnet" in params["params"]["encoder"]
+
+
+def test_patch_convolution_equals_flax_conv_and_its_gradient():
+    """Conv3x3 (one matrix product over shifted copies) has nn.Conv's parameters, initial values, outputs
+    and gradients (SAME padding, stride 1), also with extra leading batch axes."""
+    from memgym.agents.encoders import Conv3x3
+    from memgym.memory.initializers import HIDDEN
+
+    x = jnp.asarray(np.random.default_rng(2).standard_normal((2, 3, 9, 7, 5)), jnp.float32)
+    ours, flax_conv = Conv3x3(6), nn.Conv(6, (3, 3), padding="SAME", kernel_init=HIDDEN)
+    params = ours.init(jax.random.key(3), x)
+    reference = flax_conv.init(jax.random.key(3), x)
+    assert jax.tree.map(jnp.shape, params) == jax.tree.map(jnp.shape, reference)
+    np.testing.assert_array_equal(params["params"]["kernel"], reference["params"]["kernel"])
+    params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias too
+    np.testing.assert_allclose(ours.apply(params, x), flax_conv.apply(params, x), rtol=1e-5, atol=1e-5)
+
+    def loss(module, p):
+        return (jnp.tanh(module.apply(p, x)) ** 2).sum()
+
+    got, want = jax.grad(loss, argnums=1)(ours, params), jax.grad(loss, argnums=1)(flax_conv, params)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

@@ -149,6 +149,33 @@ def test_seeded_resets_are_deterministic_and_match_upstream(env):
     assert not np.array_equal(other["image"], first[0]["image"])
 
 
+def test_unshown_textures_compile_as_one_pixel_and_every_frame_matches_upstream():
+    """The wrapper compiles only the textures an episode shows (mm.UnusedTextures): across episodes that
+    draw different wall textures, every image, target colour and reward equals raw upstream's under the
+    same seed and actions, while the compiled model holds a fraction of upstream's texture bytes."""
+    rng = np.random.default_rng(1)
+    actions = [int(a) for a in rng.integers(0, mm.NUM_ACTIONS, 40)]
+    wrapped = MemoryMazeEnv("9x9")
+    upstream = mm.load_memory_maze_tasks().memory_maze_9x9(seed=11)
+    try:
+        for episode in range(3):
+            obs, _ = wrapped.reset(seed=11) if episode == 0 else wrapped.reset()
+            timestep = upstream.reset()
+            np.testing.assert_array_equal(obs["image"], timestep.observation["image"])
+            for action in actions:
+                obs, reward, *_ = wrapped.step(action)
+                timestep = upstream.step(action)
+                np.testing.assert_array_equal(obs["image"], timestep.observation["image"])
+                np.testing.assert_array_equal(obs["target_color"], np.float32(timestep.observation["target_color"]))
+                assert reward == float(timestep.reward)
+            ours, theirs = wrapped.task.physics.model, upstream.physics.model
+            assert ours.ntex == theirs.ntex  # same texture ids: the unshown ones are one pixel, not removed
+            assert ours.tex_data.nbytes < 0.3 * theirs.tex_data.nbytes, (ours.tex_data.nbytes, theirs.tex_data.nbytes)
+    finally:
+        wrapped.close()
+        upstream.close()
+
+
 def test_upstream_time_limit_truncates(env):
     env.reset(seed=1)
     # Shorten upstream's own limit (composer.Environment._time_limit, in simulated
