@@ -50,8 +50,6 @@ MEMORY_VARIANTS = {"upstream": "upstream task (every texture)", "memgym": "Memor
 def memory_child(variant: str, size: str, num_envs: int, steps: int) -> dict:
     """In this (fresh) process: build and reset ``num_envs`` envs of ``variant``, reading resident memory."""
     tasks = load_memory_maze_tasks()
-    from dm_control import composer  # noqa: F401  (imported before the first reading, as the env's own imports)
-
     after_imports = resident_bytes()
     envs, resident, build_seconds = [], [], []
     for index in range(num_envs):
@@ -65,16 +63,17 @@ def memory_child(variant: str, size: str, num_envs: int, steps: int) -> dict:
         build_seconds.append(time.perf_counter() - started)
         envs.append(env)
         resident.append(resident_bytes())
-    physics = (envs[0] if variant == "upstream" else envs[0].task).physics
+    model_bytes = int((envs[0] if variant == "upstream" else envs[0].task).physics.model.ptr.nbuffer)
     actions = [int(a) for a in np.random.default_rng(0).integers(0, 6, steps)]
     seconds = time_raw(envs[-1], actions) if variant == "upstream" else time_gym(envs[-1], actions)
     for env in envs:
         env.close()
     return dict(after_imports=after_imports, resident=resident, build_seconds=build_seconds,
-                model_bytes=int(physics.model.ptr.nbuffer), steps_per_s=steps / seconds)
+                model_bytes=model_bytes, steps_per_s=steps / seconds)
 
 
 def memory_table(size: str, num_envs: int, steps: int) -> None:
+    load_memory_maze_tasks()  # chooses MUJOCO_GL here, so the children inherit it
     results = {}
     for variant in MEMORY_VARIANTS:  # one fresh process each: resident memory is per process
         out = subprocess.run([sys.executable, __file__, "--child", variant, "--size", size, "--envs", str(num_envs),

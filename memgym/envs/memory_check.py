@@ -8,13 +8,16 @@ kernel's out-of-memory killer halfway through, with nothing printed.
 this process's resident memory, and compares what ``num_envs`` of them need with
 the memory available; it raises :class:`NotEnoughMemory` (a ``ValueError``, so the
 CLI prints it without a traceback) naming both figures and the largest number that
-fits. Every place memgym builds host environments in bulk calls it: the host
-training loop (``memgym train --env``) and the leaderboard's any-framework tier
-(also where the Ray backend runs a cell).
+fits. ``memgym train`` on a Gymnasium env calls it before building its vector env;
+a Memory Maze environment also refuses its own build when the memory left is less
+than the last build took, wherever it is built (``gymnasium.make_vec``, a vector
+env's workers). The leaderboard's tracks (T-Maze, POPGym) build environments of
+kilobytes and are not checked.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import resource
@@ -70,6 +73,20 @@ def available_bytes() -> int | None:
     return available
 
 
+def release_freed_memory() -> None:
+    """Return the heap memory this process has freed to the system (glibc's ``malloc_trim``; a no-op
+    elsewhere). After a large model is freed, glibc keeps much of it for reuse; a process that builds
+    environments one by one then reads, and holds, more than it uses."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return
+    trim(0)
+
+
 def gib(size: float) -> str:
     """``size`` bytes in GiB, for messages."""
     return f"{size / 2**30:.2f} GiB"
@@ -106,19 +123,20 @@ class EnvMemory:
 
 
 def measure_env_memory(make_env: Callable[[], Any], seed: int = 0) -> EnvMemory:
-    """Build, reset (seeds ``seed``, ``seed + 1``) and close two environments from ``make_env``, reading
-    this process's resident memory around each; the reset is measured because an environment may build
-    its simulator there (Memory Maze does)."""
+    """Build and reset (seeds ``seed``, ``seed + 1``) two environments from ``make_env``, reading this
+    process's resident memory before and after each, then close both; the reset is measured because an
+    environment may build its simulator there (Memory Maze does)."""
     available, before = available_bytes(), resident_bytes()
-    sizes = []
-    for index in range(2):
-        env = make_env()
-        try:
-            env.reset(seed=seed + index)
+    sizes, envs = [], []
+    try:
+        for index in range(2):  # the first stays alive while the second is built
+            envs.append(make_env())
+            envs[-1].reset(seed=seed + index)
             sizes.append(resident_bytes())
-        finally:
+    finally:
+        for env in envs:
             env.close()
-            del env
+        del envs
     first, each = max(0, sizes[0] - before), max(0, sizes[1] - sizes[0])
     return EnvMemory(first=max(first, each), each=each, available=available)
 
@@ -138,7 +156,7 @@ def check_num_envs(make_env: Callable[[], Any], num_envs: int, *, what: str, fla
         return memory
     most = memory.most_that_fit()
     advice = (f"the largest {flag} that fits is {most}" if most else
-              f"not even one fits: close other programs or use a machine with more memory")
+              "not even one fits: close other programs or use a machine with more memory")
     raise NotEnoughMemory(
         f"{flag} {num_envs}: {num_envs} x {what} need about {gib(memory.need(num_envs))} "
         f"(measured here: {gib(memory.first)} for the first, with the libraries it loads once, and "

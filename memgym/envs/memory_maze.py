@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from memgym.envs.memory_check import NotEnoughMemory, available_bytes, gib, resident_bytes
+from memgym.envs.memory_check import NotEnoughMemory, available_bytes, gib, release_freed_memory, resident_bytes
 
 TESTED_VERSIONS = {"memory-maze": "1.0.3", "dm-control": "1.0.50", "mujoco": "3.17.0", "labmaze": "1.0.6"}
 INSTALL_HINT = 'pip install "memgym[memory-maze]"'
@@ -213,11 +213,6 @@ class UnusedTextures:
         self._tiny = mjcf.Asset(_one_pixel_png(), ".png")
         self._files: dict[int, tuple[Any, Any]] = {}  # id(texture) -> (texture, its own file)
 
-    @property
-    def trimmed(self) -> int:
-        """How many textures the last compiled model holds as one pixel."""
-        return len(self._files)
-
     def __call__(self, random_state: Any) -> None:
         shown = set()
         for material in self._root.find_all("material"):
@@ -346,11 +341,14 @@ class MemoryMazeEnv(gym.Env):
         ):
             raise ValueError(f"seed must be None or an integer in [0, 2**32), got {seed!r}")
         super().reset(seed=seed)
+        built = seed is not None or self._task is None
         if seed is not None:
             self._build_task(int(seed))
         elif self._task is None:
             self._build_task(int(self.np_random.integers(MAX_TASK_SEED)))
         timestep = self._task.reset()
+        if built:  # the first reset replaced the model upstream compiled with every texture: return that memory
+            release_freed_memory()
         self._episode_over = False
         return self._observation(timestep), {}
 

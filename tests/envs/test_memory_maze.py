@@ -285,7 +285,7 @@ def test_every_memory_maze_preset_is_a_valid_config():
     assert [resolve_memory(f"memory-maze-gtrxl-{m}")[1]["memory_size"] for m in (64, 128, 256)] == [64, 128, 256]
 
 
-@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256", "memory-maze-arelit"])
+@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256"])
 def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     """The thesis Memory Maze presets of each model family train two PPO updates from the command line, at the
     thesis model sizes, with fewer and shorter environment streams."""
@@ -303,3 +303,47 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["env_steps"]) for r in rows] == [8, 16]
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))
+
+
+def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
+    """The README's CPU-sized Memory Maze run, smaller: `memgym train --preset memory-maze-arelit` (11x11, the
+    thesis AReLiT) refuses 100,000 environments before building them (both memory figures, the flag and the
+    largest number that fits; no run directory left), then trains with 2, printing the measured memory and
+    where the time went."""
+    import re
+
+    from memgym.cli import main
+
+    refused = tmp_path / "refused"
+    assert main(["train", "--preset", "memory-maze-arelit", "--num-envs", "100000", "--steps", "2e7",
+                 "--out", str(refused)]) == 2
+    message = capsys.readouterr().err
+    assert "--num-envs 100000: 100000 x memgym/MemoryMaze-11x11-v0 need about" in message, message
+    assert re.search(r"but this machine has [\d.]+ GiB of memory available", message), message
+    assert re.search(r"the largest --num-envs that fits is \d+", message), message
+    assert not refused.exists()
+
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "memory-maze-arelit", "--num-envs", "2", "--rollout-length", "8",
+                 "--segment-length", "4", "--steps", "32", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"building 2 x memgym/MemoryMaze-11x11-v0: about [\d.]+ GiB of the [\d.]+ GiB available", printed)
+    assert re.search(r"\(env \d+ s  acting \d+ s  learning \d+ s\)", printed), printed
+    assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
+
+
+def test_each_build_refuses_when_memory_has_run_out(monkeypatch):
+    """The safety net wherever Memory Maze envs are built in bulk (make_vec, vector env workers): a build
+    that would not fit in the memory left is refused with the figures, before it starts."""
+    first = MemoryMazeEnv("9x9")
+    second = MemoryMazeEnv("9x9")
+    try:
+        first.reset(seed=0)
+        monkeypatch.setattr(mm, "available_bytes", lambda: 2**20)  # 1 MiB left
+        with pytest.raises(mm.NotEnoughMemory, match=r"Memory Maze 9x9 environment number \d+ of this process "
+                                                      r"needs about [\d.]+ GiB .* has 0.00 GiB of memory available"):
+            second.reset(seed=1)
+        assert second.task is None
+    finally:
+        first.close()
+        second.close()
