@@ -27,7 +27,6 @@ jitted, once per vector step) and learning (the trainer's jitted
 from __future__ import annotations
 
 import time
-
 from typing import Any
 
 import gymnasium as gym

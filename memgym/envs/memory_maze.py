@@ -7,7 +7,9 @@ actions, reward +1 per target touched, episodes truncated after the upstream len
 Ids ``memgym/MemoryMaze-{9x9,11x11,13x13,15x15}-v0`` are registered only when the
 packages are installed; ``import memgym`` imports neither dm_control nor MuJoCo. How
 seeding, the import without upstream's ``__init__`` and headless rendering work:
-docs/internals.md.
+docs/internals.md. Each environment compiles only the textures its episode shows
+(:class:`UnusedTextures`: 0.30× upstream's memory, the same pixels) and refuses to be built
+when the memory left cannot hold it: docs/memory_maze.md.
 """
 
 from __future__ import annotations
