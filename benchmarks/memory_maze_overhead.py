@@ -84,16 +84,15 @@ def memory_table(size: str, num_envs: int, steps: int) -> None:
           f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}, {os.cpu_count()} CPUs")
     print(f"{'variant':<32} {'imports':>9} {'1st env':>9} {'each next':>10} {'MjModel':>9} {'build s':>8} "
           f"{'steps/s':>8}")
+    each = {variant: (r["resident"][-1] - r["resident"][0]) / (num_envs - 1) for variant, r in results.items()}
     for variant, r in results.items():
-        resident = r["resident"]
-        each = (resident[-1] - resident[0]) / max(1, len(resident) - 1)
-        print(f"{MEMORY_VARIANTS[variant]:<32} {r['after_imports'] / mib:7.0f} M {(resident[0] - r['after_imports']) / mib:7.0f} M "
-              f"{each / mib:8.0f} M {r['model_bytes'] / mib:7.0f} M {statistics.median(r['build_seconds']):8.1f} "
+        first = r["resident"][0] - r["after_imports"]
+        print(f"{MEMORY_VARIANTS[variant]:<32} {r['after_imports'] / mib:7.0f} M {first / mib:7.0f} M "
+              f"{each[variant] / mib:8.0f} M {r['model_bytes'] / mib:7.0f} M {statistics.median(r['build_seconds']):8.1f} "
               f"{r['steps_per_s']:8.1f}")
-    up, ours = (results[v] for v in MEMORY_VARIANTS)
-    each = [(r["resident"][-1] - r["resident"][0]) / max(1, num_envs - 1) for r in (up, ours)]
-    print(f"memory per further env: {each[1] / each[0]:.2f}x upstream's; environments in 20 GiB available: "
-          f"{int(20 * 2**30 // each[0])} -> {int(20 * 2**30 // each[1])}")
+    upstream, ours = (each[variant] for variant in MEMORY_VARIANTS)
+    print(f"memory per further env: {ours / upstream:.2f}x upstream's; environments in 20 GiB available: "
+          f"{int(20 * 2**30 // upstream)} -> {int(20 * 2**30 // ours)}")
 
 
 def time_raw(task, actions: list[int]) -> float:
