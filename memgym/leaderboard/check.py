@@ -99,13 +99,14 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
     import jax
     import jax.numpy as jnp
 
-    from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState
+    from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState, seal_weights, sealed
 
     value, max_episode_steps = track.check_cell
     inner_env = track.jax_env()
     env = ScoredEnv(inner_env, score_key=track.score.key)
     inner = jax.tree.map(lambda x: x[0], track.jax_params([value], max_episode_steps))  # one cell, unbatched
-    params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+    seal = seal_weights()
+    params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), seal=jnp.asarray(seal))
     num_actions = inner_env.action_space(inner).n
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
@@ -124,6 +125,9 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         taken = int(np.asarray(env_state.steps).sum()) // 2
         if abs(taken - steps) > max(steps // 10, int(num_envs)):
             return f"train was asked for {steps} environment steps but stepped the environment {taken} times"
+        if not sealed(env_state, seal):
+            return ("train returned training counters that ScoredEnv did not count (their seal does not match: "
+                    "the returned ScoredState was edited after stepping)")
         leaves = [(jax.tree_util.keystr(path), _host(leaf))
                   for path, leaf in jax.tree_util.tree_leaves_with_path(policy_params)]
         broken = [path or "params" for path, leaf in leaves

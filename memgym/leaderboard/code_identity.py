@@ -12,9 +12,11 @@ import ast
 import dataclasses
 import functools
 import hashlib
+import importlib.machinery
+import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +54,7 @@ def code_hash(modules: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def code_modules(module_name: str) -> dict[str, str]:
+def code_modules(module_name: str, search_path: Sequence[str | os.PathLike] | None = None) -> dict[str, str]:
     """SHA-256 (hex) of the source of every module of the agent's own code, by module name.
 
     The agent's code is the factory's module and, transitively, every module of
@@ -64,9 +66,11 @@ def code_modules(module_name: str) -> dict[str, str]:
     not from ``sys.modules``, so it does not depend on what else the process
     imported before or imports later (a lazy import inside ``train`` counts from
     the start). Modules imported by a name computed at run time are not followed.
+    ``search_path``: find the top-level package in these directories (a submission's
+    code folder) instead of from the imported module; nothing is imported either way.
     """
     top = module_name.split(".")[0]
-    roots = _package_roots(top)
+    roots = _package_roots(top, search_path)
     if roots is None:
         return {}
     found: dict[str, str] = {}
@@ -93,14 +97,21 @@ def code_modules(module_name: str) -> dict[str, str]:
     return found
 
 
-def _package_roots(top: str) -> tuple[list[Path], bool] | None:
-    """The directories of the top-level package (or the file of a top-level module), from its imported module."""
-    module = sys.modules.get(top)
+def _package_roots(top: str, search_path: Sequence[str | os.PathLike] | None = None
+                   ) -> tuple[list[Path], bool] | None:
+    """The directories of the top-level package (or the file of a top-level module): from its imported module,
+    or (``search_path``, or not imported) from the import system's finder, which reads no module's code."""
+    module = sys.modules.get(top) if search_path is None else None
     if module is None:
-        return None
-    if getattr(module, "__path__", None):
-        return [Path(p) for p in module.__path__], True
-    file = getattr(module, "__file__", None)
+        spec = importlib.machinery.PathFinder.find_spec(top, None if search_path is None
+                                                        else [str(p) for p in search_path])
+        if spec is None:
+            return None
+        locations, file = spec.submodule_search_locations, spec.origin
+    else:
+        locations, file = getattr(module, "__path__", None), getattr(module, "__file__", None)
+    if locations:
+        return [Path(p) for p in locations], True
     return ([Path(file)], False) if file else None
 
 

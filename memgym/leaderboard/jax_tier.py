@@ -86,9 +86,9 @@ class JaxCells:
             )
         )
 
-    def batch(self, cells: Sequence[tuple[Any, int]]):
-        """Keys, scored params, evaluation params, episode keys and policy keys of ``cells``, padded and sharded
-        over local devices."""
+    def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
+        """Keys, scored params (sealed with ``seal``), evaluation params, episode keys and policy keys of
+        ``cells``, padded and sharded over local devices."""
         import jax
         import jax.numpy as jnp
 
@@ -98,11 +98,11 @@ class JaxCells:
         devices = jax.local_devices()
         padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
         inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
-        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs), progress=True)
-        params = dataclasses.replace(
-            one, window_start=jnp.full(len(padded), one.window_start), curve_step=jnp.full(len(padded), one.curve_step),
-            progress_step=jnp.full(len(padded), one.progress_step),
-        )
+        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs), progress=True,
+                            seal=seal)
+        stacked = {name: jnp.broadcast_to(getattr(one, name), (len(padded), *jnp.shape(getattr(one, name))))
+                   for name in ("window_start", "curve_step", "progress_step", "seal") if getattr(one, name) is not None}
+        params = dataclasses.replace(one, **stacked)
         keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in padded])
         eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in padded])
         policy_keys = jnp.stack([evaluation_policy_keys(index(value), seed, budget.eval_episodes)
@@ -113,6 +113,20 @@ class JaxCells:
             batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
         return batch
 
+    def train_cells(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray):
+        """Train ``cells`` in one call; ``(policy params, final ScoredState, evaluation inputs)``, batched over
+        the (padded) cells. The evaluation inputs are ``(inner params, episode keys, policy keys)``."""
+        import jax
+
+        from memgym.leaderboard import progress
+        from memgym.leaderboard.scoring import progress_sink
+
+        keys, params, inner, eval_keys, policy_keys = self.batch(cells, seal)
+        share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
+        with progress_sink(lambda steps: progress.in_flight(steps * share)):
+            policy_params, env_state = jax.block_until_ready(self.train(keys, params))
+        return policy_params, env_state, (inner, eval_keys, policy_keys)
+
     def run(self, cells: Sequence[tuple[Any, int]]) -> list[tuple[dict, dict] | str]:
         """Train and evaluate ``cells`` (one call each, vmapped over cells).
 
@@ -120,38 +134,50 @@ class JaxCells:
         """
         import jax
 
-        from memgym.leaderboard import progress
-        from memgym.leaderboard.scoring import counters, progress_sink
+        from memgym.leaderboard.scoring import seal_weights
 
-        budget, score = self.budget, self.track.score
-        num_actions = self.track.spaces()[1].n
-        keys, params, inner, eval_keys, policy_keys = self.batch(cells)
-        share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
-        with progress_sink(lambda steps: progress.in_flight(steps * share)):
-            policy_params, env_state = jax.block_until_ready(self.train(keys, params))
-        evaluated = self.evaluate(policy_params, inner, eval_keys, policy_keys)
-        success, returns, lengths, invalid = (np.asarray(x) for x in evaluated)
-        out: list[tuple[dict, dict] | str] = []
-        for i in range(len(cells)):
-            train = counters(jax.tree.map(lambda x: x[i], env_state), total=score.total)
-            finite = all(np.isfinite(np.asarray(leaf[i])).all() for leaf in jax.tree.leaves(policy_params)
-                         if np.issubdtype(np.asarray(leaf).dtype, np.inexact))
-            if not finite:
-                out.append("the trained policy parameters contain NaN or infinite values")
-            elif train["invalid_actions"]:
-                out.append(f"the agent emitted {train['invalid_actions']} invalid actions during training "
-                           f"(the action space is Discrete({num_actions}))")
-            elif invalid[i].sum():
-                out.append(f"the agent emitted {int(invalid[i].sum())} invalid actions during evaluation "
-                           f"(the action space is Discrete({num_actions}))")
-            else:
-                out.append((train, {
-                    "episodes": int(budget.eval_episodes),
-                    score.name: float(success[i].mean()),
-                    "mean_return": float(returns[i].mean()),
-                    "mean_length": float(lengths[i].mean()),
-                }))
-        return out
+        seal = seal_weights()
+        policy_params, env_state, evaluation_inputs = self.train_cells(cells, seal)
+        evaluated = [np.asarray(x) for x in self.evaluate(policy_params, *evaluation_inputs)]
+        return [cell_outcome(self.track, self.budget, jax.tree.map(lambda x: x[i], env_state), seal,
+                             jax.tree.map(lambda x: x[i], policy_params), [x[i] for x in evaluated])
+                for i in range(len(cells))]
+
+
+def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray, policy_params: Any,
+                 evaluated: Sequence[np.ndarray]) -> tuple[dict, dict] | str:
+    """One cell's ``(train counters, evaluation)``, or the reason it failed: counters that the seal shows
+    were edited, non-finite parameters, invalid actions in training or evaluation.
+
+    ``env_state`` is the cell's final :class:`~memgym.leaderboard.scoring.ScoredState`, ``evaluated`` its
+    :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``.
+    """
+    import jax
+
+    from memgym.leaderboard.scoring import counters, sealed
+
+    score, num_actions = track.score, track.spaces()[1].n
+    train = counters(env_state, total=score.total)
+    success, returns, lengths, invalid = evaluated
+    finite = all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(policy_params)
+                 if np.issubdtype(np.asarray(leaf).dtype, np.inexact))
+    if not sealed(env_state, seal):
+        return ("train returned training counters that ScoredEnv did not count (their seal does not match: "
+                "the returned ScoredState was edited after stepping)")
+    if not finite:
+        return "the trained policy parameters contain NaN or infinite values"
+    if train["invalid_actions"]:
+        return (f"the agent emitted {train['invalid_actions']} invalid actions during training "
+                f"(the action space is Discrete({num_actions}))")
+    if invalid.sum():
+        return (f"the agent emitted {int(invalid.sum())} invalid actions during evaluation "
+                f"(the action space is Discrete({num_actions}))")
+    return train, {
+        "episodes": int(budget.eval_episodes),
+        score.name: float(success.mean()),
+        "mean_return": float(returns.mean()),
+        "mean_length": float(lengths.mean()),
+    }
 
 
 def evaluation_keys(index: int, episodes: int):

@@ -2,14 +2,16 @@
 trains on, and :func:`evaluate_jax`.
 
 Its counters give the thesis metric, success rate over the last 100K training steps (§5.1.2), the
-learning curve and the invalid actions; it also reports progress from inside the compiled run. How:
-docs/leaderboard_internals.md.
+learning curve and the invalid actions; a seal (:func:`seal_weights`, :func:`sealed`) shows when
+``train`` returned counters that the wrapper did not count; it also reports progress from inside the
+compiled run. How: docs/leaderboard_internals.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -27,18 +29,20 @@ from memgym.leaderboard.store import CURVE_POINTS
 @dataclasses.dataclass(frozen=True)
 class ScoredParams:
     """Inner params, ``window_start`` (the per-environment step from which episodes are scored),
-    ``curve_step`` (per-environment steps per learning-curve bin) and ``progress_step`` (report the
-    steps taken to :func:`progress_sink` every this many steps of an environment; None: never)."""
+    ``curve_step`` (per-environment steps per learning-curve bin), ``progress_step`` (report the
+    steps taken to :func:`progress_sink` every this many steps of an environment; None: never) and
+    ``seal`` (the weights of :func:`seal_weights`; None: no seal)."""
 
     inner: Any
     window_start: jax.Array
     curve_step: jax.Array
     progress_step: jax.Array | None = None
+    seal: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class ScoredState:
-    """Inner state plus the harness's counters (``int32`` scalars per environment)."""
+    """Inner state plus the harness's counters (``int32`` scalars per environment) and their seal ``tag``."""
 
     inner: Any
     steps: jax.Array
@@ -49,26 +53,54 @@ class ScoredState:
     invalid_actions: jax.Array
     curve_episodes: jax.Array  # [CURVE_POINTS]
     curve_successes: jax.Array  # [CURVE_POINTS]
+    tag: jax.Array  # uint32: the seal's weights dotted with the counts, added step by step
 
 
 COUNTERS = ("steps", "episodes", "successes", "window_episodes", "window_successes", "invalid_actions")
-jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start", "curve_step", "progress_step"],
-                                 meta_fields=[])
+jax.tree_util.register_dataclass(ScoredParams, data_fields=["inner", "window_start", "curve_step", "progress_step",
+                                                           "seal"], meta_fields=[])
 PROGRESS_REPORTS = 100  # reports per training run (every 1% of an environment's steps)
 jax.tree_util.register_dataclass(
-    ScoredState, data_fields=["inner", *COUNTERS, "curve_episodes", "curve_successes"], meta_fields=[]
+    ScoredState, data_fields=["inner", *COUNTERS, "curve_episodes", "curve_successes", "tag"], meta_fields=[]
 )
+SEAL_SIZE = len(COUNTERS) + 2 * CURVE_POINTS  # one weight per count: the counters, then both curves' bins
 
 
 def scored_params(inner: Any, total_steps: int, train_window: int, num_envs: int,
-                  progress: bool = False) -> ScoredParams:
+                  progress: bool = False, seal: np.ndarray | None = None) -> ScoredParams:
     """Params for a run of ``total_steps`` over ``num_envs`` lockstep environments (``progress``: report
-    the steps taken :data:`PROGRESS_REPORTS` times)."""
+    the steps taken :data:`PROGRESS_REPORTS` times; ``seal``: the weights of :func:`seal_weights`)."""
     per_env = max(1, total_steps // num_envs)
     window_start = max(0, (total_steps - train_window) // num_envs)
     every = jnp.asarray(max(1, per_env // PROGRESS_REPORTS), jnp.int32) if progress else None
     return ScoredParams(inner, jnp.asarray(window_start, jnp.int32),
-                        jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32), every)
+                        jnp.asarray(-(-per_env // CURVE_POINTS), jnp.int32), every,
+                        None if seal is None else jnp.asarray(seal, jnp.uint32))
+
+
+def seal_weights() -> np.ndarray:
+    """Fresh random weights (``uint32[SEAL_SIZE]``) for the seal of one training run.
+
+    :class:`ScoredEnv` adds each step's counts, weighted by these, to ``ScoredState.tag``
+    (mod 2**32). The tag is linear in the counts, so :func:`sealed` can recompute it from the
+    final counters, summed over any number of environments: a state whose counters were edited
+    after stepping (``dataclasses.replace(state, successes=...)``) fails unless the edit also
+    recomputed the tag from the weights. The weights reach ``train`` inside its ``env_params``,
+    so an agent that reads them can forge a matching tag: the seal makes an edit evident, it
+    does not make the counters unforgeable (docs/submitting.md, "What is verified").
+    """
+    return np.frombuffer(secrets.token_bytes(4 * SEAL_SIZE), np.uint32).copy()
+
+
+def sealed(state: ScoredState, seal: np.ndarray) -> bool:
+    """Whether ``state``'s tag (summed over its environments) matches its counters under ``seal``."""
+    counts = np.concatenate([
+        [np.asarray(getattr(state, name), np.int64).sum() for name in COUNTERS],
+        np.asarray(state.curve_episodes, np.int64).reshape(-1, CURVE_POINTS).sum(0),
+        np.asarray(state.curve_successes, np.int64).reshape(-1, CURVE_POINTS).sum(0),
+    ])
+    expected = sum(int(c) * int(w) for c, w in zip(counts.tolist(), np.asarray(seal).tolist())) % 2**32
+    return int(np.asarray(state.tag, np.uint64).sum()) % 2**32 == expected
 
 
 _SINK: list[Callable[[float], None] | None] = [None]
@@ -127,7 +159,7 @@ class ScoredEnv(StatefulWrapper):
 
     def init(self, inner_state: Any, params: ScoredParams) -> ScoredState:
         zero, bins = jnp.zeros((), jnp.int32), jnp.zeros(CURVE_POINTS, jnp.int32)
-        return ScoredState(inner_state, zero, zero, zero, zero, zero, zero, bins, bins)
+        return ScoredState(inner_state, zero, zero, zero, zero, zero, zero, bins, bins, jnp.zeros((), jnp.uint32))
 
     def update(self, state: ScoredState, action, reward, terminated, truncated, info, params: ScoredParams):
         done = jnp.logical_or(terminated, truncated)
@@ -146,10 +178,22 @@ class ScoredEnv(StatefulWrapper):
             invalid_actions=state.invalid_actions + ~valid,
             curve_episodes=state.curve_episodes.at[point].add(done.astype(jnp.int32)),
             curve_successes=state.curve_successes.at[point].add(success.astype(jnp.int32)),
+            tag=state.tag if params.seal is None else state.tag + _seal_step(
+                params.seal, point, done, success, done & in_window, success & in_window, ~valid),
         )
         if params.progress_step is not None:
             _report(counted.steps % params.progress_step == 0, counted.steps.astype(jnp.float32))
         return counted, info
+
+
+def _seal_step(seal: jax.Array, point: jax.Array, *counts: jax.Array) -> jax.Array:
+    """One step's counts weighted by ``seal`` (uint32, wrapping): the step itself, then ``counts`` in the
+    order of :data:`COUNTERS` after ``steps``, then the curves' bin ``point``."""
+    done, success = counts[0], counts[1]
+    weights = jnp.stack([seal[0], *(seal[1 + i] * c.astype(jnp.uint32) for i, c in enumerate(counts)),
+                         seal[len(COUNTERS) + point] * done.astype(jnp.uint32),
+                         seal[len(COUNTERS) + CURVE_POINTS + point] * success.astype(jnp.uint32)])
+    return weights.sum(dtype=jnp.uint32)
 
 
 def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:

@@ -230,6 +230,11 @@ class Track:
         record[self.sweep.plural] = record.pop("values")
         return record
 
+    def budget_from_record(self, record: dict[str, Any]) -> Preset:
+        """The :class:`Preset` of a record's ``preset`` (the inverse of :meth:`budget_record`)."""
+        fields = {f.name for f in dataclasses.fields(Preset)} - {"values"}
+        return Preset(values=tuple(record[self.sweep.plural]), **{k: record[k] for k in fields if k in record})
+
     def spaces(self, value: Any = None) -> tuple[Any, Any]:
         """Observation and action space of the env of a cell (default: the ``check_cell``'s)."""
         env = self.make_env(self.check_cell[0] if value is None else value, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -13,7 +14,7 @@ from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 from memgym.leaderboard import report, runner
 from memgym.leaderboard.check import check_agent
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
-from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters
+from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters, seal_weights, sealed
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Preset
 
@@ -23,7 +24,9 @@ TINY = dict(values=(2, 3), seeds=2, total_steps=4096, train_window=1024, eval_ep
 
 def test_scored_env_counts_what_the_env_reports():
     env = ScoredEnv(TMazeJax())
-    params = ScoredParams(tmaze_params(3, max_episode_steps=10), jnp.asarray(20, jnp.int32), jnp.asarray(6, jnp.int32))
+    seal = seal_weights()
+    params = ScoredParams(tmaze_params(3, max_episode_steps=10), jnp.asarray(20, jnp.int32), jnp.asarray(6, jnp.int32),
+                          seal=jnp.asarray(seal))
     obs, state = env.reset(jax.random.key(0), params)
     rng = np.random.default_rng(0)
     episodes = successes = window_episodes = 0
@@ -42,6 +45,35 @@ def test_scored_env_counts_what_the_env_reports():
     assert got["successes"] == successes and got["window_episodes"] == window_episodes
     assert got["invalid_actions"] == 1
     assert got["curve"] == curve.tolist()
+    assert sealed(state, seal) and not sealed(state, seal_weights())  # the tag is bound to this run's weights
+    forged = dataclasses.replace(state, successes=state.episodes, window_successes=state.window_episodes,
+                                 curve_successes=state.curve_episodes)
+    assert successes < episodes and not sealed(forged, seal)
+
+
+def test_seal_sums_over_environments_and_detects_any_single_edit():
+    """Honest counters of many environments (vmapped, 2,000 steps each) keep the seal; +1 on any one count breaks it."""
+    env = ScoredEnv(TMazeJax())
+    seal = seal_weights()
+    params = ScoredParams(tmaze_params(4, max_episode_steps=12), jnp.asarray(500, jnp.int32),
+                          jnp.asarray(100, jnp.int32), seal=jnp.asarray(seal))
+
+    def run(key):
+        _, state = env.reset(key, params)
+
+        def step(state, key):
+            action = jax.random.randint(key, (), 0, 5)  # 4 is invalid
+            _, state, *_ = env.step(jax.random.fold_in(key, 1), state, action, params)
+            return state, None
+
+        return jax.lax.scan(step, state, jax.random.split(key, 2000))[0]
+
+    state = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(3), 64))
+    assert counters(state)["episodes"] > 1000 and sealed(state, seal)
+    for name in ("steps", "episodes", "successes", "window_episodes", "window_successes", "invalid_actions",
+                 "curve_episodes", "curve_successes"):
+        edited = dataclasses.replace(state, **{name: getattr(state, name).at[(0,) * getattr(state, name).ndim].add(1)})
+        assert not sealed(edited, seal), name
 
 
 def test_load_factory_errors_and_tiers():

@@ -1,0 +1,346 @@
+"""Agents in a child process, counting in this one: how ``memgym leaderboard verify`` re-runs cells.
+
+The process that scores never imports the submitted code. :class:`AgentProcess` starts
+``python -m memgym.leaderboard.isolation`` with one end of a socket pair; the child imports the
+agent and answers calls. Messages are NumPy ``.npz`` archives read with ``allow_pickle=False``
+(a JSON header plus arrays), so nothing the child sends can run code here.
+
+- Any-framework tier: :class:`RemoteAgent` forwards ``act`` and ``observe``; this process steps
+  the Gymnasium env and counts (:func:`memgym.leaderboard.any_tier.train` / ``evaluate``, the
+  same functions ``run`` uses).
+- JAX tier: the child trains (:meth:`~memgym.leaderboard.jax_tier.JaxCells.train_cells`) and
+  sends back the trained parameters, the final :class:`~memgym.leaderboard.scoring.ScoredState`
+  counters and its ``act`` as a serialized computation (``jax.export``, batched over episodes);
+  this process evaluates that computation on its own episodes
+  (:func:`~memgym.leaderboard.scoring.evaluate_jax`) and checks the counters' seal itself.
+  The training counters are still computed in the child: they are the agent's own report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memgym.leaderboard.tracks import TRACKS, Preset, Track
+
+_HEADER = "__meta__"
+_MAX_MESSAGE = 1 << 31
+
+
+class AgentProcessError(Exception):
+    """The agent's process failed a call (its exception), broke the protocol, exited or ran out of time."""
+
+
+def encode(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    """One message: ``meta`` (JSON) and ``arrays`` in an ``.npz`` archive."""
+    buffer = io.BytesIO()
+    header = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(buffer, **{_HEADER: header}, **(arrays or {}))
+    return buffer.getvalue()
+
+
+def decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The inverse of :func:`encode`; refuses pickled objects."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    meta = json.loads(arrays.pop(_HEADER).tobytes().decode())
+    if not isinstance(meta, dict):
+        raise ValueError("a message's header is not a JSON object")
+    return meta, arrays
+
+
+def _send(sock: socket.socket, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
+    data = encode(meta, arrays)
+    sock.sendall(struct.pack("!Q", len(data)) + data)
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    size = struct.unpack("!Q", _exactly(sock, 8))[0]
+    if size > _MAX_MESSAGE:
+        raise AgentProcessError(f"the agent's process sent a message of {size} bytes")
+    return decode(_exactly(sock, size))
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the agent's process closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class AgentProcess:
+    """A child Python process that imports agent ``spec`` (with ``code_dir`` first on its path) and serves it.
+
+    The child's standard output and error go to this process's standard error.
+    """
+
+    def __init__(self, spec: str, code_dir: str | os.PathLike | None = None):
+        ours, theirs = socket.socketpair()
+        environment = dict(os.environ)
+        if code_dir is not None:
+            environment["PYTHONPATH"] = os.pathsep.join(
+                [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            cwd=str(code_dir) if code_dir is not None else None, env=environment)
+        theirs.close()
+        self.socket = ours
+
+    def call(self, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None,
+             timeout: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Send one request and wait (at most ``timeout`` seconds) for its answer."""
+        self.socket.settimeout(timeout)
+        try:
+            _send(self.socket, meta, arrays)
+            answer, answer_arrays = _receive(self.socket)
+        except TimeoutError:
+            raise AgentProcessError(f"the agent's process did not answer {meta.get('op')!r} "
+                                    f"within {timeout:.0f}s") from None
+        except (EOFError, ConnectionError, OSError) as error:
+            code = self.process.poll()
+            raise AgentProcessError(f"the agent's process exited (code {code}) during {meta.get('op')!r}"
+                                    if code is not None else f"lost the agent's process ({error})") from None
+        except (ValueError, KeyError, UnicodeDecodeError) as error:
+            raise AgentProcessError(f"the agent's process broke the protocol ({error})") from None
+        if "error" in answer:
+            raise AgentProcessError(str(answer["error"]))
+        return answer, answer_arrays
+
+    def close(self) -> None:
+        self.socket.close()
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def __enter__(self) -> AgentProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RemoteAgent:
+    """An any-framework agent living in an :class:`AgentProcess`, built there for one cell."""
+
+    def __init__(self, process: AgentProcess, track: Track, value: Any, seed: int, total_steps: int, num_envs: int):
+        self.process = process
+        process.call({"op": "build", "track": track.name, "value": value, "seed": int(seed),
+                      "total_steps": int(total_steps), "num_envs": int(num_envs)})
+
+    def act(self, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
+        return self.process.call({"op": "act"}, {"obs": np.asarray(obs), "start": np.asarray(start)})[1]["actions"]
+
+    def observe(self, action, reward, next_obs, terminated, truncated) -> None:
+        self.process.call({"op": "observe"}, {"action": np.asarray(action), "reward": np.asarray(reward),
+                                              "next_obs": np.asarray(next_obs),
+                                              "terminated": np.asarray(terminated),
+                                              "truncated": np.asarray(truncated)})
+
+
+def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequence[tuple[Any, int]],
+              seal: np.ndarray, timeout: float | None = None) -> dict[str, Any]:
+    """Train ``cells`` of a JAX-tier agent in its process; what it sends back.
+
+    ``counters``: the :class:`~memgym.leaderboard.scoring.ScoredState` fields (no inner state),
+    each batched over ``cells``; ``params``: one parameter pytree's leaves per cell; ``carry``:
+    the leaves of ``initialize_carry()``; ``act``: the batched act
+    (:func:`exported_agent` rebuilds an agent from it).
+    """
+    from memgym.leaderboard.scoring import COUNTERS
+
+    meta, arrays = process.call({"op": "train_jax", "track": track.name, "budget": track.budget_record(budget),
+                                 "cells": [[value, int(seed)] for value, seed in cells]},
+                                {"seal": np.asarray(seal, np.uint32)}, timeout=timeout)
+    try:
+        names = [*COUNTERS, "curve_episodes", "curve_successes", "tag"]
+        counters = {name: arrays[f"counter.{name}"] for name in names}
+        params = [[arrays[f"param.{i}"][cell] for i in range(int(meta["params"]))] for cell in range(len(cells))]
+        carry = [arrays[f"carry.{i}"] for i in range(int(meta["carry"]))]
+        blob = arrays["act"].tobytes()
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise AgentProcessError(f"the agent's process sent an incomplete training result ({error})") from None
+    if any(len(np.asarray(value)) != len(cells) for value in counters.values()):
+        raise AgentProcessError("the agent's process sent counters for another number of cells")
+    return {"counters": counters, "params": params, "carry": carry, "act": blob}
+
+
+def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> Any:
+    """A JAX-tier agent whose ``act`` is the serialized computation ``blob`` (from the agent's process).
+
+    Its ``params`` are the list of parameter leaves :func:`train_jax` returns, its carry a list of
+    leaves. ``act`` is defined under ``vmap`` over episodes (the exported computation is batched;
+    :func:`~memgym.leaderboard.scoring.evaluate_jax` vmaps it) and refuses host callbacks: the
+    computation runs here, and must not call back into Python.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    try:
+        exported = export.deserialize(bytearray(blob))
+    except Exception as error:  # noqa: BLE001 - whatever the bytes are, they are not a computation
+        raise AgentProcessError(f"the agent's act is not a serialized JAX computation ({error})") from None
+    targets = set(re.findall(r"custom_call\s*@([\w.]+)", exported.mlir_module()))
+    if any("callback" in target for target in targets):
+        raise AgentProcessError(f"the agent's act calls back into Python ({sorted(targets)}); "
+                                "a verified act must be a pure computation")
+    initial = [jnp.asarray(leaf) for leaf in carry]
+
+    def broadcast(x: jax.Array, batched: bool, size: int) -> jax.Array:
+        return x if batched else jnp.broadcast_to(x, (size, *jnp.shape(x)))
+
+    @jax.custom_batching.custom_vmap
+    def act(params, carry, obs, start, key):
+        action, carry = exported.call(params, [c[None] for c in carry], obs[None], start[None],
+                                      jax.random.key_data(key)[None])
+        return action[0], [c[0] for c in carry]
+
+    @act.def_vmap
+    def act_batched(axis_size, in_batched, params, carry, obs, start, key):
+        params_batched, carry_batched, *rest = in_batched
+        if any(jax.tree.leaves(params_batched)):
+            raise ValueError("the exported act takes one cell's parameters (evaluate one cell per call)")
+        carry = [broadcast(c, b, axis_size) for c, b in zip(carry, carry_batched)]
+        obs, start, key = (broadcast(x, b, axis_size) for x, b in zip((obs, start, key), rest))
+        action, carry = exported.call(params, carry, obs, start, jax.random.key_data(key))
+        return (action, carry), (True, [True] * len(carry))
+
+    class Exported:
+        def initialize_carry(self):
+            return list(initial)
+
+        def act(self, params, carry, obs, start, key):
+            return act(params, carry, obs, start, key)
+
+    agent = Exported()
+    agent.num_envs = num_envs
+    return agent
+
+
+def evaluate_exported(agent: Any, track: Track, budget: Preset, value: Any, seed: int,
+                      params: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One cell's evaluation arrays ``(success, return, length, invalid)`` with the harness's episode and policy
+    keys (:func:`~memgym.leaderboard.jax_tier.evaluation_keys`), as ``run`` evaluates in-process."""
+    import jax
+
+    from memgym.leaderboard.jax_tier import evaluation_keys, evaluation_policy_keys
+    from memgym.leaderboard.scoring import evaluate_jax
+
+    index = track.sweep.index(value)
+    inner = jax.tree.map(lambda x: x[0], track.jax_params([value], budget.max_episode_steps))
+    run = jax.jit(lambda p, e, k, pk: evaluate_jax(agent, p, track.jax_env(), e, k, budget.max_episode_steps,
+                                                   score_key=track.score.key, policy_keys=pk))
+    out = run(list(params), inner, evaluation_keys(index, budget.eval_episodes),
+              evaluation_policy_keys(index, seed, budget.eval_episodes))
+    return [np.asarray(x) for x in out]
+
+
+# ---- the child's side ------------------------------------------------------------------------------------------
+
+def serve(fd: int, spec: str) -> None:
+    """Answer the harness's calls about agent ``spec`` on socket ``fd`` until it closes (runs in the agent's
+    process)."""
+    sock = socket.socket(fileno=fd)
+    state: dict[str, Any] = {"spec": spec}
+    while True:
+        try:
+            meta, arrays = _receive(sock)
+        except (EOFError, ConnectionError):
+            return
+        try:
+            answer = _answer(meta, arrays, state)
+        except Exception as error:  # noqa: BLE001 - the agent's fault is reported, the parent decides
+            from memgym.leaderboard.store import failure_reason
+
+            answer = ({"error": failure_reason(error)}, {})
+        try:
+            _send(sock, *answer)
+        except (ValueError, TypeError) as error:  # an answer that cannot be encoded (an object array)
+            _send(sock, {"error": f"{meta.get('op')} returned what cannot be sent: {error}"})
+
+
+def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str, Any]):
+    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.protocol import load_factory, tier
+
+    op = meta["op"]
+    if op == "build":
+        track = TRACKS[meta["track"]]
+        factory = load_factory(state["spec"])
+        agent = factory(track.context(num_envs=meta["num_envs"], seed=meta["seed"],
+                                      total_steps=meta["total_steps"], value=meta["value"]))
+        if tier(agent) != "any":
+            raise TypeError("the agent is not an any-framework agent (act, observe)")
+        state["agent"] = agent
+        return {}, {}
+    if op == "act":
+        return {}, {"actions": np.asarray(state["agent"].act(arrays["obs"], arrays["start"]))}
+    if op == "observe":
+        state["agent"].observe(arrays["action"], arrays["reward"], arrays["next_obs"], arrays["terminated"],
+                               arrays["truncated"])
+        return {}, {}
+    if op == "train_jax":
+        track = TRACKS[meta["track"]]
+        return _train_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), [tuple(c) for c in meta["cells"]], arrays["seal"],
+                          NUM_ENVS, tier)
+    raise ValueError(f"unknown request {op!r}")
+
+
+def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any, int]], seal: np.ndarray,
+               num_envs: int, tier: Any):
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    from memgym.leaderboard.jax_tier import JaxCells
+    from memgym.leaderboard.protocol import initialize_carry
+    from memgym.leaderboard.scoring import COUNTERS
+
+    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
+    if tier(agent) != "jax":
+        raise TypeError("the agent is not a JAX-tier agent")
+    policy_params, env_state, _ = JaxCells(agent, track, budget).train_cells(cells, seal)
+    leaves, treedef = jax.tree.flatten(policy_params)
+    carry, carry_tree = jax.tree.flatten(initialize_carry(agent))
+    params_tree = jax.tree.structure(jax.tree.unflatten(treedef, [leaf[0] for leaf in leaves]))
+
+    def batched_act(params, carry, obs, start, key_data):
+        action, carry = jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0))(
+            jax.tree.unflatten(params_tree, params), jax.tree.unflatten(carry_tree, carry), obs, start,
+            jax.random.wrap_key_data(key_data))
+        return action, jax.tree.leaves(carry)
+
+    (b,) = export.symbolic_shape("b")
+    space = track.spaces()[0]
+    key_shape = jax.random.key_data(jax.random.key(0)).shape
+    exported = export.export(jax.jit(batched_act))(
+        [jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype) for leaf in leaves],
+        [jax.ShapeDtypeStruct((b, *jnp.shape(c)), jnp.asarray(c).dtype) for c in carry],
+        jax.ShapeDtypeStruct((b, *space.shape), space.dtype), jax.ShapeDtypeStruct((b,), jnp.bool_),
+        jax.ShapeDtypeStruct((b, *key_shape), jnp.uint32))
+    arrays = {f"counter.{name}": np.asarray(getattr(env_state, name))[: len(cells)]
+              for name in [*COUNTERS, "curve_episodes", "curve_successes", "tag"]}
+    arrays |= {f"param.{i}": np.asarray(leaf)[: len(cells)] for i, leaf in enumerate(leaves)}
+    arrays |= {f"carry.{i}": np.asarray(c) for i, c in enumerate(carry)}
+    arrays["act"] = np.frombuffer(bytes(exported.serialize()), np.uint8)
+    return {"params": len(leaves), "carry": len(carry)}, arrays
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,492 @@
+"""Submissions by pull request: ``submissions/<name>/`` holds an agent, its metadata and the results store of
+its run; :func:`offline_problems` checks one before any compute and :func:`verify` re-runs a random sample
+of its cells where the submitted code cannot reach the counting (:mod:`~memgym.leaderboard.isolation`).
+
+The format, the tolerances and what is and is not protected: docs/submitting.md ("Submitting by pull
+request").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memgym.leaderboard.code_identity import code_hash, code_modules
+from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
+from memgym.leaderboard.store import ResultsStore, provenance
+from memgym.leaderboard.tracks import TRACKS, Preset, Track
+
+METADATA = "submission.json"
+VERIFICATION = "verification.json"
+TEXT_FIELDS = ("framework", "licence", "hardware")
+DERIVED = {"LEADERBOARD.md", "index.html", "board.json", "success_by_length.png", "learning_curves.png"}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_LINK = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/?#=&+:@-]*)?$")
+_MARKUP = re.compile(r"[<>\[\]|`\\\x00-\x1f\x7f]")
+Z = 3.0  # the default statistical tolerance, in standard errors
+
+
+class SubmissionError(ValueError):
+    """A submission that cannot be read or checked; ``problems`` says everything that is wrong with it."""
+
+    def __init__(self, path: Path, problems: list[str]):
+        super().__init__(f"submission {path}: " + "; ".join(problems))
+        self.problems = problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A checked ``submission.json`` and the paths it names (all inside ``root``)."""
+
+    root: Path
+    meta: dict[str, Any]
+    track: Track
+    code_dir: Path | None
+    results_dir: Path
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def spec(self) -> str:
+        return self.meta["agent"]
+
+    @property
+    def budget(self) -> Preset:
+        return self.track.presets[self.meta["preset"]]
+
+    def store(self) -> ResultsStore:
+        return self.track.store(self.results_dir)
+
+    def module(self) -> str:
+        """The module of the agent's factory, found without importing it (entry point or ``module:factory``)."""
+        base = parse_spec(self.spec)[0]
+        if ":" in base:
+            return base.partition(":")[0]
+        return entry_points()[base].value.partition(":")[0]
+
+    def code_modules(self) -> dict[str, str]:
+        """The SHA-256 of each module of the agent's code, read from the files (the code is not imported)."""
+        return code_modules(self.module(), search_path=None if self.code_dir is None else [self.code_dir])
+
+
+def load(path: str | os.PathLike) -> Submission:
+    """Read and check ``path/submission.json`` and the submission's paths; :class:`SubmissionError` lists every
+    problem found."""
+    root = Path(path)
+    problems: list[str] = []
+    if root.is_symlink() or not root.is_dir():
+        raise SubmissionError(root, [f"{root} is not a directory"])
+    resolved = root.resolve()
+    if resolved.parent.name != "submissions":
+        problems.append(f"a submission lives in a directory named submissions/, not in {resolved.parent.name}/")
+    for folder, dirs, files in os.walk(resolved):
+        for entry in [*dirs, *files]:
+            if (Path(folder) / entry).is_symlink():
+                problems.append(f"{(Path(folder) / entry).relative_to(resolved)} is a symbolic link; a submission "
+                                "holds its files itself")
+    try:
+        meta = json.loads((root / METADATA).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SubmissionError(root, problems + [f"{METADATA} cannot be read ({error})"]) from None
+    if not isinstance(meta, dict):
+        raise SubmissionError(root, problems + [f"{METADATA} holds a {type(meta).__name__}, not an object"])
+    problems += _metadata_problems(meta, resolved.name)
+    track = TRACKS.get(meta.get("track")) if isinstance(meta.get("track"), str) else None
+    if track is not None and meta.get("preset") not in track.presets:
+        problems.append(f"preset {meta.get('preset')!r} is not a preset of track {track.name!r}; "
+                        f"allowed: {', '.join(track.presets)}")
+    code_dir = _inside(resolved, meta.get("code"), "code", problems) if "code" in meta else None
+    results_dir = _inside(resolved, meta.get("results", "results"), "results", problems)
+    if problems:
+        raise SubmissionError(root, problems)
+    return Submission(resolved, meta, track, code_dir, results_dir)
+
+
+def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
+    problems = []
+    required = {"name": str, "agent": str, "track": str, "preset": str, "authors": list, "link": str,
+                "framework": str, "licence": str, "hardware": str}
+    optional = {"code": str, "results": str, "package": str}
+    for field, kind in required.items():
+        if field not in meta:
+            problems.append(f"{METADATA} lacks {field!r}")
+        elif not isinstance(meta[field], kind) or not meta[field]:
+            problems.append(f"{METADATA}: {field!r} must be a non-empty {kind.__name__}, got {meta[field]!r}")
+    for field in set(meta) - set(required) - set(optional):
+        problems.append(f"{METADATA}: unknown field {field!r}; allowed: {', '.join([*required, *optional])}")
+    for field, kind in optional.items():
+        if field in meta and not (isinstance(meta[field], kind) and meta[field]):
+            problems.append(f"{METADATA}: {field!r} must be a non-empty {kind.__name__}, got {meta[field]!r}")
+    if problems:
+        return problems
+    if not _NAME.match(meta["name"]) or meta["name"] != directory:
+        problems.append(f"name {meta['name']!r} must equal the directory's name ({directory!r}) and use only "
+                        "a-z 0-9 . _ - (at most 64)")
+    if meta["track"] not in TRACKS:
+        problems.append(f"track {meta['track']!r} is not a track; allowed: {', '.join(TRACKS)}")
+    if not _LINK.match(meta["link"]):
+        problems.append(f"link {meta['link']!r} is not a plain http(s) URL")
+    authors = meta["authors"]
+    if len(authors) > 50 or not all(isinstance(a, str) and a for a in authors):
+        problems.append("authors must be a list of at most 50 non-empty names")
+    texts = [("agent", meta["agent"]), *((f, meta[f]) for f in TEXT_FIELDS),
+             *(("authors", a) for a in authors if isinstance(a, str)),
+             *((f, meta[f]) for f in ("package", "code", "results") if f in meta)]
+    for field, text in texts:
+        if len(text) > 200 or _MARKUP.search(text):
+            problems.append(f"{field} {text[:80]!r} must be plain text of at most 200 characters, without "
+                            "< > [ ] | ` \\ or control characters (the board shows it as text, never as markup)")
+    return problems
+
+
+def _inside(root: Path, relative: Any, field: str, problems: list[str]) -> Path | None:
+    """``root/relative`` if it is a directory inside ``root``; else a problem naming ``field``."""
+    if not isinstance(relative, str):
+        return None
+    target = (root / relative).resolve()
+    if Path(relative).is_absolute() or not target.is_relative_to(root) or target == root:
+        problems.append(f"{field} {relative!r} escapes the submission's directory; it must name a folder inside it")
+        return None
+    if not target.is_dir():
+        problems.append(f"{field} {relative!r} is not a directory of the submission")
+        return None
+    return target
+
+
+def offline_problems(submission: Submission) -> list[str]:
+    """Everything wrong with the submission's results, checked without running anything: unreadable records,
+    records of another track, agent, budget or code, and planned cells without a result."""
+    store, track, budget = submission.store(), submission.track, submission.budget
+    problems = [f"record {_relative(path, submission)} cannot be read: {problem}"
+                for path, problem in store.unreadable()]
+    own = agent_id(submission.spec)
+    for entry in sorted(submission.results_dir.iterdir()):
+        if entry.name != own and entry.name not in DERIVED:
+            problems.append(f"results/{entry.name} is not the agent's directory (results/{own}): a submission "
+                            "holds the records of its own agent only")
+    try:
+        modules = submission.code_modules()
+    except (KeyError, ImportError, ValueError) as error:
+        return problems + [f"the agent's code cannot be found ({error})"]
+    if not modules:
+        problems.append(f"no source of the agent's module {submission.module()!r} was found"
+                        + ("" if submission.code_dir is None else " in the submission's code folder"))
+    digest = code_hash(modules)
+    planned = {(value, seed) for value in budget.values for seed in range(budget.seeds)}
+    present, expected_budget = set(), track.budget_record(budget)
+    try:
+        records = list(track.records(store))
+    except ValueError as error:
+        return problems + [str(error)]
+    for record in records:
+        where = _relative(Path(record["path"]), submission)
+        if record["agent"] != submission.spec or Path(record["path"]).parent.parent.name != own:
+            problems.append(f"record {where} is of agent {record['agent']!r}, not of this submission's "
+                            f"{submission.spec!r}")
+            continue
+        if record["preset"] != expected_budget:
+            problems.append(f"record {where} has the budget of preset {record['preset'].get('name')!r} "
+                            f"({record['preset']}), not preset {budget.name!r}'s")
+            continue
+        if int(record.get("version", 1)) != 1:
+            problems.append(f"record {where} is version {record['version']} of the agent; a submission holds one")
+            continue
+        stored = record.get("agent_info", {}).get("code_sha256")
+        if stored != digest:
+            changed = sorted(name for name in set(modules) | set(record.get("agent_info", {}).get("code_modules", {}))
+                             if modules.get(name) != record.get("agent_info", {}).get("code_modules", {}).get(name))
+            problems.append(f"record {where} was produced by other code than the submission holds (code_sha256 "
+                            f"{str(stored)[:12]}… recorded, {digest[:12]}… now; changed: "
+                            f"{', '.join(changed) or 'the hash itself'})")
+            continue
+        present.add((record[track.sweep.name], record["seed"]))
+    missing = sorted(planned - present, key=lambda c: (track.sweep.index(c[0]), c[1]))
+    if missing:
+        problems.append("planned cells without a result: " + ", ".join(
+            f"{track.sweep.column(v)} seed {s}" for v, s in missing))
+    return problems
+
+
+def _relative(path: Path, submission: Submission) -> str:
+    try:
+        return str(path.resolve().relative_to(submission.root))
+    except ValueError:
+        return str(path)
+
+
+def digest(submission: Submission) -> str:
+    """SHA-256 over every file of the submission but its verification: what a verdict was reached on."""
+    sha = hashlib.sha256()
+    for path in sorted(p for p in submission.root.rglob("*") if p.is_file() and p.name != VERIFICATION
+                       and "__pycache__" not in p.parts):
+        sha.update(str(path.relative_to(submission.root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return sha.hexdigest()
+
+
+def first_results(submission: Submission) -> dict[tuple[Any, int], dict[str, Any]]:
+    """Each cell's counted result (its first ``ok`` one, else its first one), as the board counts it."""
+    cells: dict[tuple[Any, int], list[dict[str, Any]]] = defaultdict(list)
+    for record in submission.track.records(submission.store()):
+        cells[(record[submission.track.sweep.name], record["seed"])].append(record)
+    from memgym.leaderboard.report import _result_order
+
+    chosen = {}
+    for cell, records in cells.items():
+        records.sort(key=_result_order)
+        chosen[cell] = next((r for r in records if r["status"] == "ok"), records[0])
+    return chosen
+
+
+def same_backend(record: dict[str, Any], here: dict[str, Any]) -> bool:
+    """Whether a record was produced where this process runs, as far as XLA's numerics go: the same JAX and
+    jaxlib, device kind, machine and CPU model."""
+    keys = ("jax", "jaxlib", "device", "machine", "cpu")
+    theirs = record.get("provenance", {})
+    return all(theirs.get(k) == here.get(k) for k in keys)
+
+
+def tolerance(stored: float, rerun: float, episodes: int, others: list[float], track: Track, z: float) -> float:
+    """How far a re-run's score may lie from the stored one: ``z`` standard errors of the difference of two
+    independent means over ``episodes`` episodes each, plus the spread (max − min) of the agent's other seeds
+    at that value together with the re-run (a re-run whose training took another path is a fresh draw of
+    that spread). The standard deviation per episode is ``sqrt(p(1−p))`` for a counted score (``p`` the
+    mean of both), half the score's range otherwise (its largest possible value)."""
+    low, high = track.score.bounds
+    if track.score.counted:
+        p = min(max((stored + rerun) / 2, 0.0), 1.0)
+        sigma = math.sqrt(max(p * (1 - p), 1.0 / max(episodes, 1)))
+    else:
+        sigma = (high - low) / 2
+    noise = z * sigma * math.sqrt(2.0 / max(episodes, 1))
+    pool = [*others, rerun]
+    return noise + (max(pool) - min(pool) if len(pool) > 1 else 0.0)
+
+
+def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, others: list[float], track: Track, *,
+            exact: bool, z: float, self_reported_train: bool) -> dict[str, Any]:
+    """One sampled cell: stored record against its re-run (``(train counters, evaluation)`` or a failure reason).
+
+    ``exact``: the re-run must equal the record (a JAX-tier cell on the record's backend); otherwise
+    each score must lie within :func:`tolerance`. ``self_reported_train``: the training figure was
+    counted in the agent's process (JAX tier) and is compared but marked so.
+    """
+    name = track.score.name
+    row: dict[str, Any] = {"value": stored[track.sweep.name], "seed": stored["seed"], "stored_status": stored["status"]}
+    if isinstance(rerun, str) or stored["status"] != "ok":
+        row["rerun_status"] = "failed" if isinstance(rerun, str) else "ok"
+        row["reason"] = rerun if isinstance(rerun, str) else stored.get("reason", "")
+        row["agrees"] = row["rerun_status"] == stored["status"]
+        row["rule"] = "both must fail" if stored["status"] != "ok" else "the re-run failed"
+        return row
+    train, evaluation = rerun
+    window = train[f"window_{track.score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
+    row |= {"rerun_status": "ok", "eval_stored": stored["eval"][name], "eval_rerun": evaluation[name],
+            "train_stored": stored["train"][name], "train_rerun": window,
+            "train_self_reported": self_reported_train}
+    if exact:
+        same_train = all(stored["train"].get(k) == v for k, v in train.items())
+        same_eval = all(stored["eval"].get(k) == v for k, v in evaluation.items())
+        row |= {"rule": "exact (same backend)", "eval_tolerance": 0.0, "train_tolerance": 0.0,
+                "agrees": same_train and same_eval}
+        if not row["agrees"]:
+            row["reason"] = ", ".join(f"{part} differs" for part, same in (("training", same_train),
+                                                                            ("evaluation", same_eval)) if not same)
+        return row
+    eval_tol = tolerance(row["eval_stored"], row["eval_rerun"], evaluation["episodes"], others, track, z)
+    train_tol = tolerance(row["train_stored"], window, min(train["window_episodes"],
+                                                             stored["train"].get("window_episodes", 0)), [], track, z)
+    eval_ok = abs(row["eval_rerun"] - row["eval_stored"]) <= eval_tol + 1e-9
+    train_ok = abs(window - row["train_stored"]) <= train_tol + 1e-9
+    row |= {"rule": f"statistical ({z:g} standard errors + seed spread)", "eval_tolerance": eval_tol,
+            "train_tolerance": train_tol, "agrees": eval_ok and train_ok}
+    if not row["agrees"]:
+        row["reason"] = ", ".join(f"{part} score off by more than its tolerance" for part, ok
+                                  in (("evaluation", eval_ok), ("training", train_ok)) if not ok)
+    return row
+
+
+def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = None, z: float = Z,
+           cell_timeout: float | None = None, preset: str | None = None,
+           log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Check the submission at ``path`` offline, then re-run ``k`` cells drawn with ``sample_seed`` (None: a
+    fresh random seed, printed) out of the submission's reach and compare; the verdict is written to
+    ``path/verification.json`` and returned.
+
+    Verdicts: ``verified`` (every sampled cell agrees), ``mismatch`` (one does not) or
+    ``malformed`` (the offline checks failed; nothing was run). ``preset`` requires the
+    submission's preset (CI: ``smoke``).
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    if sample_seed is None:
+        sample_seed = int.from_bytes(os.urandom(4), "little")
+    here = provenance()
+    started = time.perf_counter()
+    try:
+        submission = load(path)
+    except SubmissionError as error:
+        verdict = {"verdict": "malformed", "problems": error.problems, "cells": []}
+        _write_verdict(Path(path), verdict, None, here)
+        return verdict
+    problems = offline_problems(submission)
+    if preset is not None and submission.meta["preset"] != preset:
+        problems.append(f"the submission's preset is {submission.meta['preset']!r}; this verification requires "
+                        f"{preset!r}")
+    base = {"submission": submission.name, "agent": submission.spec, "track": submission.track.name,
+            "preset": submission.meta["preset"], "k": k, "sample_seed": sample_seed, "z": z}
+    if problems:
+        verdict = base | {"verdict": "malformed", "problems": problems, "cells": []}
+        _write_verdict(submission.root, verdict, submission, here)
+        return verdict
+    log(f"[{submission.name}] offline checks passed: metadata, {len(first_results(submission))} cells present, "
+        f"records readable and of code {code_hash(submission.code_modules())[:12]}…")
+    results = first_results(submission)
+    cells = sorted(results, key=lambda c: (submission.track.sweep.index(c[0]), c[1]))
+    sample = sorted(random.Random(sample_seed).sample(cells, min(k, len(cells))),
+                    key=lambda c: (submission.track.sweep.index(c[0]), c[1]))
+    tier = next(r["tier"] for r in results.values())
+    log(f"[{submission.name}] re-running {len(sample)} of {len(cells)} cells (sample seed {sample_seed}; "
+        f"{tier} tier, the agent in a child process): "
+        + ", ".join(f"{submission.track.sweep.column(v)} seed {s}" for v, s in sample))
+    reruns = _rerun(submission, tier, sample, cell_timeout, log)
+    rows = []
+    for cell, rerun in zip(sample, reruns):
+        stored = results[cell]
+        others = [r["eval"][submission.track.score.name] for (v, s), r in results.items()
+                  if v == cell[0] and s != cell[1] and r["status"] == "ok"]
+        exact = tier == "jax" and same_backend(stored, here)
+        rows.append(compare(stored, rerun, others, submission.track, exact=exact, z=z,
+                            self_reported_train=tier == "jax"))
+    agreeing = sum(r["agrees"] for r in rows)
+    verdict = base | {"verdict": "verified" if agreeing == len(rows) else "mismatch", "problems": [],
+                      "cells": rows, "agreeing": agreeing, "seconds": round(time.perf_counter() - started, 1)}
+    _write_verdict(submission.root, verdict, submission, here)
+    return verdict
+
+
+def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cell_timeout: float | None,
+           log: Callable[[str], None]) -> list[tuple[dict, dict] | str]:
+    """The sampled cells re-run with the agent in a child process; per cell its outcome or failure reason."""
+    from memgym.leaderboard import any_tier, isolation
+    from memgym.leaderboard.planning import NUM_ENVS
+
+    track, budget = submission.track, submission.budget
+    code_dir = submission.code_dir
+    outcomes: list[tuple[dict, dict] | str] = []
+    if tier == "any":
+        for value, seed in sample:
+            started = time.perf_counter()
+            deadline = math.inf if cell_timeout is None else started + cell_timeout
+            try:
+                with isolation.AgentProcess(submission.spec, code_dir) as process, any_tier._alarm(cell_timeout):
+                    agent = isolation.RemoteAgent(process, track, value, seed, budget.total_steps, NUM_ENVS)
+                    train = any_tier.train(agent, track, budget, value, seed, NUM_ENVS, deadline)
+                    outcomes.append((train, any_tier.evaluate(agent, track, budget, value, NUM_ENVS, deadline)))
+            except (any_tier.CellFailure, isolation.AgentProcessError) as error:
+                outcomes.append(str(error))
+            log(f"[{submission.name}] {track.sweep.column(value)} seed {seed}: re-run in "
+                f"{time.perf_counter() - started:.0f}s")
+        return outcomes
+    from memgym.leaderboard.jax_tier import cell_outcome
+    from memgym.leaderboard.scoring import ScoredState, seal_weights
+
+    by_value: dict[Any, list[int]] = defaultdict(list)
+    for value, seed in sample:
+        by_value[value].append(seed)
+    results: dict[tuple[Any, int], tuple[dict, dict] | str] = {}
+    with isolation.AgentProcess(submission.spec, code_dir) as process:
+        for value, seeds in by_value.items():
+            started = time.perf_counter()
+            seal = seal_weights()
+            cells = [(value, seed) for seed in seeds]
+            try:
+                trained = isolation.train_jax(process, track, budget, cells, seal,
+                                              timeout=None if cell_timeout is None else cell_timeout * len(cells))
+                agent = isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS)
+                for i, (cell, params) in enumerate(zip(cells, trained["params"])):
+                    state = ScoredState(inner=None, **{n: c[i] for n, c in trained["counters"].items()})
+                    evaluated = isolation.evaluate_exported(agent, track, budget, value, cell[1], params)
+                    results[cell] = cell_outcome(track, budget, state, seal, params, evaluated)
+            except isolation.AgentProcessError as error:
+                results.update({cell: str(error) for cell in cells})
+            log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: trained in "
+                f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
+    return [results[cell] for cell in sample]
+
+
+def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,
+                   here: dict[str, Any]) -> None:
+    """``verification.json``: the verdict, the digest of the files it was reached on and the machine."""
+    verdict |= {"digest": digest(submission) if submission is not None else None,
+                "verified_with": {k: here.get(k) for k in ("memgym", "jax", "jaxlib", "device", "cpu", "platform",
+                                                           "created", "git_commit") if k in here}}
+    if root.is_dir() and not root.is_symlink():
+        text = json.dumps(verdict, indent=1, default=_plain) + "\n"
+        temporary = root / f".{VERIFICATION}.tmp"
+        temporary.write_text(text)
+        temporary.replace(root / VERIFICATION)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def status(submission: Submission) -> str:
+    """The board's ``verified`` cell: ``3/3`` (cells re-run / agreeing), ``mismatch 2/3``, ``malformed``,
+    ``not verified`` (no verdict) or ``stale`` (files changed since the verdict)."""
+    try:
+        verdict = json.loads((submission.root / VERIFICATION).read_text())
+    except (OSError, ValueError):
+        return "not verified"
+    if not isinstance(verdict, dict) or verdict.get("digest") != digest(submission):
+        return "stale"
+    if verdict.get("verdict") == "malformed":
+        return "malformed"
+    cells = verdict.get("cells") or []
+    agreeing = sum(bool(c.get("agrees")) for c in cells if isinstance(c, dict))
+    text = f"{agreeing}/{len(cells)}"
+    return text if verdict.get("verdict") == "verified" else f"mismatch {text}"
+
+
+def table(verdict: dict[str, Any], track: Track) -> str:
+    """The per-cell table and the verdict, as ``verify`` prints them."""
+    lines = []
+    if verdict.get("problems"):
+        lines += ["problems:", *(f"  - {p}" for p in verdict["problems"])]
+    if verdict.get("cells"):
+        score = track.score.name
+        lines.append(f"{'cell':<16} {'eval stored':>11} {'re-run':>7} {'tol':>6} {'train stored':>12} "
+                     f"{'re-run':>7} {'tol':>6}  rule / verdict")
+        for row in verdict["cells"]:
+            cell = f"{track.sweep.column(row['value'])} seed {row['seed']}"
+            if row.get("rerun_status") == "ok" and row.get("stored_status") == "ok":
+                train_mark = "*" if row.get("train_self_reported") else " "
+                lines.append(f"{cell:<16} {row['eval_stored']:>11.3f} {row['eval_rerun']:>7.3f} "
+                             f"{row['eval_tolerance']:>6.3f} {row['train_stored']:>12.3f} "
+                             f"{row['train_rerun']:>6.3f}{train_mark} {row['train_tolerance']:>6.3f}  {row['rule']}: "
+                             + ("agrees" if row["agrees"] else f"MISMATCH ({row.get('reason', '')})"))
+            else:
+                lines.append(f"{cell:<16} stored {row['stored_status']}, re-run {row['rerun_status']} "
+                             f"({row.get('reason', '')}): " + ("agrees" if row["agrees"] else "MISMATCH"))
+        if any(row.get("train_self_reported") for row in verdict["cells"]):
+            lines.append("* training score counted in the agent's process (JAX tier): self-reported, sealed "
+                         f"against edits; {score} in evaluation is counted here")
+    lines.append(f"verdict: {verdict['verdict'].upper()}" + (
+        f" ({verdict.get('agreeing', 0)}/{len(verdict['cells'])} sampled cells agree)" if verdict.get("cells") else ""))
+    return "\n".join(lines)
