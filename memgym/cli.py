@@ -221,10 +221,25 @@ def _values(text: str) -> list[str]:
 _steps = _number(STEPS)
 
 
-def _board_text(results: str, track) -> str:
+def _board_text(results: str | None, track, submissions=()) -> str:
     from memgym.leaderboard import report
 
-    return report.markdown(report.build_board(track.store(results), track), track=track)
+    return report.markdown(report.build_board(None if results is None else track.store(results), track, submissions),
+                           track=track)
+
+
+def _submissions(args: argparse.Namespace, track) -> list:
+    """The submissions of ``--submissions DIR`` on ``track`` (each that cannot be read is reported and left out)."""
+    from memgym.leaderboard.submission import load_all
+
+    if args.submissions is None:
+        return []
+    if not Path(args.submissions).is_dir():
+        raise ValueError(f"--submissions {args.submissions!r} is not a directory")
+    found, problems = load_all(args.submissions, track)
+    for problem in problems:
+        print(f"left off the board: {problem}", file=sys.stderr)
+    return found
 
 
 def _budget_and_results(args: argparse.Namespace, track, default_results: str):
@@ -322,9 +337,10 @@ def cmd_leaderboard_report(args: argparse.Namespace) -> int:
     from memgym.leaderboard import report, tracks
 
     track = tracks.get(args.track)
-    results = args.results or track.results_dir
-    written = report.write_report(results, args.out or track.report_dir, track=track)
-    print(_board_text(results, track))
+    submissions = _submissions(args, track)
+    results = args.results or (None if submissions else track.results_dir)
+    written = report.write_report(results, args.out or track.report_dir, track=track, submissions=submissions)
+    print(_board_text(results, track, submissions))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0
 
@@ -333,11 +349,23 @@ def cmd_leaderboard_show(args: argparse.Namespace) -> int:
     from memgym.leaderboard import tracks
 
     track = tracks.get(args.track)
-    results = args.results or track.results_dir
-    if not Path(results).is_dir():
+    submissions = _submissions(args, track)
+    results = args.results or (None if submissions else track.results_dir)
+    if results is not None and not Path(results).is_dir():
         raise ValueError(f"--results {results!r} is not a directory; run `memgym leaderboard run` first")
-    print(_board_text(results, track))
+    print(_board_text(results, track, submissions))
     return 0
+
+
+def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import submission, tracks
+
+    verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
+                                cell_timeout=args.cell_timeout, preset=args.preset)
+    track = tracks.TRACKS.get(verdict.get("track"), tracks.TMAZE)
+    print(submission.table(verdict, track))
+    print(f"wrote {Path(args.submission) / submission.VERIFICATION}")
+    return 0 if verdict["verdict"] == "verified" else 1
 
 
 def cmd_leaderboard_check(args: argparse.Namespace) -> int:
@@ -627,13 +655,29 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     show = board_sub.add_parser("show", help="print the ranked table of stored results")
     show.add_argument("--track", default="tmaze", help=TRACK_HELP)
     show.add_argument("--results", default=None, help="default: the track's results directory")
+    show.add_argument("--submissions", default=None, metavar="DIR",
+                      help="add the submissions under DIR (e.g. submissions), each a row with its verified status")
     show.set_defaults(func=cmd_leaderboard_show)
     rep = board_sub.add_parser("report", help="write LEADERBOARD.md, index.html, board.json and plots")
     rep.add_argument("--track", default="tmaze", help=TRACK_HELP)
     rep.add_argument("--results", default=None, help="default: the track's results directory")
     rep.add_argument("--out", default=None,
                      help="output directory (default: docs/leaderboard for tmaze, docs/leaderboard-<track> otherwise)")
+    rep.add_argument("--submissions", default=None, metavar="DIR",
+                     help="add the submissions under DIR (e.g. submissions), each a row with its verified status")
     rep.set_defaults(func=cmd_leaderboard_report)
+    ver = board_sub.add_parser("verify", help="check a submission (submissions/<name>) and re-run a random sample "
+                                              "of its cells with the agent in a child process")
+    ver.add_argument("submission", help="the submission's directory, submissions/<name>")
+    ver.add_argument("--k", type=int, default=3, help="cells to re-run (default 3)")
+    ver.add_argument("--sample-seed", type=int, default=None,
+                     help="seed of the sample of cells (default: a fresh random one, printed and recorded)")
+    ver.add_argument("--z", type=float, default=3.0,
+                     help="statistical tolerance in standard errors (any-framework tier, other backends; default 3)")
+    ver.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
+                     help="wall-clock limit per re-run cell")
+    ver.add_argument("--preset", default=None, help="require this preset of the submission (CI: smoke)")
+    ver.set_defaults(func=cmd_leaderboard_verify)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
     chk.add_argument("--track", default="tmaze", help=TRACK_HELP)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,13 @@ def flags(entry: dict[str, Any], track: Track = TMAZE) -> list[str]:
     return notes
 
 
-def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
+def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: Sequence[Any] = ()) -> dict[str, Any]:
     """Summaries per agent version (and per budget, when one store holds several presets), failures and repeats.
+
+    ``submissions`` (:class:`~memgym.leaderboard.submission.Submission` of ``track``) add one
+    row each, named by the submission, with a ``verified`` cell
+    (:func:`~memgym.leaderboard.submission.status`); the rows of ``store`` (a reference board, or
+    None) are then marked ``reference``.
 
     A row is one version of one agent under one preset. Its planned cells are the
     grid (values × seeds) of the presets its records carry. A cell counts with its
@@ -64,11 +70,15 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
     no result at all is *missing*, and a row with missing cells is incomplete and
     ranked after every complete row of its preset.
     """
+    from memgym.leaderboard.submission import status
+
     score, sweep = track.score, track.sweep
     worst = float(score.bounds[0])
     rows: dict[tuple[str, int, str], dict[str, Any]] = defaultdict(
         lambda: {"results": defaultdict(list), "planned": set()})
-    for record in track.records(store):
+    stores = [store] * (store is not None) + [s.store() for s in submissions]
+    verified = {s.name: status(s) for s in submissions}
+    for record in _board_records(store, submissions, track):
         budget = record["preset"]
         row = rows[(record["agent"], int(record.get("version", 1)), budget["name"])]
         row["results"][(record[sweep.name], record["seed"])].append(record)
@@ -126,11 +136,21 @@ def build_board(store: ResultsStore, track: Track = TMAZE) -> dict[str, Any]:
             "missing": missing,
             "collapsed": collapsed,
             "below_chance": below,
+            **({"verified": verified.get(spec, "reference")} if submissions else {}),
         })
     entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
     failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
-    unreadable = [{"path": str(path), "problem": problem} for path, problem in store.unreadable()]
+    unreadable = [{"path": str(path), "problem": problem} for source in stores for path, problem in source.unreadable()]
     return {"entries": entries, "failures": failed, "unreadable": unreadable}
+
+
+def _board_records(store: ResultsStore | None, submissions: Sequence[Any], track: Track) -> Iterator[dict[str, Any]]:
+    """The records of ``store`` and of each submission (renamed to the submission, as one row each)."""
+    if store is not None:
+        yield from track.records(store)
+    for submission in submissions:
+        for record in track.records(submission.store()):
+            yield dict(record, agent=submission.name, version=1)
 
 
 def _result_order(record: dict[str, Any]) -> tuple[int, str]:
@@ -179,6 +199,7 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
         lengths = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
         header = ["rank", "agent", "score", "cells", "IQM"] + [f"{sweep.header}*"] * solved + ["train score"]
         header += [sweep.column(length) for length in lengths] + ["repeats", "flags"]
+        header += ["verified"] * any("verified" in e for e in entries)
         rows = []
         for rank, e in enumerate(entries, 1):
             low, high = e["eval"]["score_ci"]
@@ -187,7 +208,8 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
             row += [str(e["eval"]["longest_solved"] or "—")] * solved + [f"{e['train']['score']:.2f}"]
             per = e["eval"]["per_length"]
             row += [_cell(per[length]) if length in per else "—" for length in lengths]
-            rows.append(row + [str(e["repeats"]), "; ".join(flags(e, track)) or "—"])
+            row += [str(e["repeats"]), "; ".join(flags(e, track)) or "—"]
+            rows.append(row + ([e["verified"]] if "verified" in e else []))
         tables[budget] = (header, rows)
     return tables
 
@@ -344,18 +366,20 @@ def _limits(bounds: tuple[float, float]) -> tuple[float, float]:
     return bounds[0] - margin, bounds[1] + margin
 
 
-def write_report(results: str | os.PathLike, out: str | os.PathLike | None = None,
-                 track: Track = TMAZE) -> dict[str, Path]:
+def write_report(results: str | os.PathLike | None, out: str | os.PathLike | None = None,
+                 track: Track = TMAZE, submissions: Sequence[Any] = ()) -> dict[str, Path]:
     """Write ``LEADERBOARD.md``, ``index.html``, ``board.json`` and the PNG plots for ``track``'s store at
-    ``results``.
+    ``results`` (None: none) and ``submissions`` (:func:`build_board`).
 
     ``out`` defaults to the results directory. These are derived files: they are
     regenerated from the stored cells every time.
     """
-    board = build_board(track.store(results), track)
+    board = build_board(None if results is None else track.store(results), track, submissions)
     if not board["entries"] and not board["failures"] and not board["unreadable"]:
         raise ValueError(f"no results stored under {results}; run `memgym leaderboard run` first")
     board["track"] = track.name  # which track rebuilds it (`memgym leaderboard report --track`)
+    if out is None and results is None:
+        raise ValueError("a board of submissions alone needs --out")
     out = Path(out or results)
     out.mkdir(parents=True, exist_ok=True)
     written = {"json": out / "board.json"}

@@ -66,7 +66,14 @@ class Submission:
 
     @property
     def budget(self) -> Preset:
-        return self.track.presets[self.meta["preset"]]
+        """The submission's budget: its named preset, or (``<preset>+custom``) the budget its records carry."""
+        name = self.meta["preset"]
+        if name in self.track.presets:
+            return self.track.presets[name]
+        for record in self.track.records(self.store()):
+            if record["preset"].get("name") == name:
+                return self.track.budget_from_record(record["preset"])
+        raise ValueError(f"no record carries the budget of preset {name!r}")
 
     def store(self) -> ResultsStore:
         return self.track.store(self.results_dir)
@@ -106,14 +113,33 @@ def load(path: str | os.PathLike) -> Submission:
         raise SubmissionError(root, problems + [f"{METADATA} holds a {type(meta).__name__}, not an object"])
     problems += _metadata_problems(meta, resolved.name)
     track = TRACKS.get(meta.get("track")) if isinstance(meta.get("track"), str) else None
-    if track is not None and meta.get("preset") not in track.presets:
-        problems.append(f"preset {meta.get('preset')!r} is not a preset of track {track.name!r}; "
-                        f"allowed: {', '.join(track.presets)}")
+    if track is not None and str(meta.get("preset")).removesuffix("+custom") not in track.presets:
+        problems.append(f"preset {meta.get('preset')!r} is not a preset of track {track.name!r}; allowed: "
+                        f"{', '.join(track.presets)} (or <preset>+custom, a grid changed by flags)")
+    if isinstance(meta.get("package"), str):
+        problems += _package_problems(meta["package"])
     code_dir = _inside(resolved, meta.get("code"), "code", problems) if "code" in meta else None
     results_dir = _inside(resolved, meta.get("results", "results"), "results", problems)
     if problems:
         raise SubmissionError(root, problems)
     return Submission(resolved, meta, track, code_dir, results_dir)
+
+
+def load_all(directory: str | os.PathLike, track: Track) -> tuple[list[Submission], list[str]]:
+    """The submissions of ``track`` under ``directory`` (each folder with a ``submission.json``) and, for each
+    folder that cannot be loaded, what is wrong with it."""
+    found, problems = [], []
+    for folder in sorted(Path(directory).iterdir()):
+        if not (folder / METADATA).is_file():
+            continue
+        try:
+            submission = load(folder)
+        except SubmissionError as error:
+            problems.append(str(error))
+            continue
+        if submission.track is track:
+            found.append(submission)
+    return found, problems
 
 
 def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
@@ -153,6 +179,30 @@ def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
     return problems
 
 
+def _package_problems(requirement: str) -> list[str]:
+    """Whether the installed packages satisfy ``package``, the pip requirement of an agent that comes from one."""
+    from importlib import metadata
+
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # packaging absent: the name alone is checked
+        name, specifier = re.split(r"[<>=!~ ;\[]", requirement, maxsplit=1)[0], None
+    else:
+        try:
+            parsed = Requirement(requirement)
+        except InvalidRequirement as error:
+            return [f"package {requirement!r} is not a pip requirement ({error})"]
+        name, specifier = parsed.name, parsed.specifier
+    try:
+        version = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return [f"package {name!r} is not installed; install the submission's requirement first: "
+                f"pip install '{requirement}'"]
+    if specifier is not None and specifier and not specifier.contains(version, prereleases=True):
+        return [f"package {name} {version} is installed, but the submission requires {requirement!r}"]
+    return []
+
+
 def _inside(root: Path, relative: Any, field: str, problems: list[str]) -> Path | None:
     """``root/relative`` if it is a directory inside ``root``; else a problem naming ``field``."""
     if not isinstance(relative, str):
@@ -170,7 +220,11 @@ def _inside(root: Path, relative: Any, field: str, problems: list[str]) -> Path 
 def offline_problems(submission: Submission) -> list[str]:
     """Everything wrong with the submission's results, checked without running anything: unreadable records,
     records of another track, agent, budget or code, and planned cells without a result."""
-    store, track, budget = submission.store(), submission.track, submission.budget
+    store, track = submission.store(), submission.track
+    try:
+        budget = submission.budget
+    except ValueError as error:
+        return [str(error)]
     problems = [f"record {_relative(path, submission)} cannot be read: {problem}"
                 for path, problem in store.unreadable()]
     own = agent_id(submission.spec)
@@ -187,7 +241,7 @@ def offline_problems(submission: Submission) -> list[str]:
                         + ("" if submission.code_dir is None else " in the submission's code folder"))
     digest = code_hash(modules)
     planned = {(value, seed) for value in budget.values for seed in range(budget.seeds)}
-    present, expected_budget = set(), track.budget_record(budget)
+    present, expected_budget = set(), json.loads(json.dumps(track.budget_record(budget)))  # as records hold it
     try:
         records = list(track.records(store))
     except ValueError as error:
@@ -413,9 +467,12 @@ def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cel
             started = time.perf_counter()
             seal = seal_weights()
             cells = [(value, seed) for seed in seeds]
+            # XLA's numerics depend on the batch's size: `run` trains a value's seeds in one batch, so the
+            # sampled cells are padded (repeating the last) to that size, as the padding for devices does
+            batch = cells + [cells[-1]] * (budget.seeds - len(cells))
             try:
-                trained = isolation.train_jax(process, track, budget, cells, seal,
-                                              timeout=None if cell_timeout is None else cell_timeout * len(cells))
+                trained = isolation.train_jax(process, track, budget, batch, seal,
+                                              timeout=None if cell_timeout is None else cell_timeout * len(batch))
                 agent = isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS)
                 for i, (cell, params) in enumerate(zip(cells, trained["params"])):
                     state = ScoredState(inner=None, **{n: c[i] for n, c in trained["counters"].items()})
