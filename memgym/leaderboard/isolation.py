@@ -97,7 +97,7 @@ class AgentProcess:
                 [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=2,
             cwd=str(code_dir) if code_dir is not None else None, env=environment)
         theirs.close()
         self.socket = ours

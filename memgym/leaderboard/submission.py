@@ -27,6 +27,7 @@ from memgym.leaderboard.code_identity import code_hash, code_modules
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
 from memgym.leaderboard.store import ResultsStore, provenance
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
+from memgym.validation import check_real
 
 METADATA = "submission.json"
 VERIFICATION = "verification.json"
@@ -315,10 +316,11 @@ def same_backend(record: dict[str, Any], here: dict[str, Any]) -> bool:
 
 def tolerance(stored: float, rerun: float, episodes: int, others: list[float], track: Track, z: float) -> float:
     """How far a re-run's score may lie from the stored one: ``z`` standard errors of the difference of two
-    independent means over ``episodes`` episodes each, plus the spread (max − min) of the agent's other seeds
-    at that value together with the re-run (a re-run whose training took another path is a fresh draw of
-    that spread). The standard deviation per episode is ``sqrt(p(1−p))`` for a counted score (``p`` the
-    mean of both), half the score's range otherwise (its largest possible value)."""
+    independent means over ``episodes`` episodes each, plus the spread (max − min) of the agent's *other*
+    stored seeds at that value (a re-run whose training took another path is a fresh draw of that spread;
+    the cell's own stored score and its re-run are left out of it, so an edited score cannot widen its own
+    tolerance). The standard deviation per episode is ``sqrt(p(1−p))`` for a counted score (``p`` the mean
+    of both), half the score's range otherwise (its largest possible value)."""
     low, high = track.score.bounds
     if track.score.counted:
         p = min(max((stored + rerun) / 2, 0.0), 1.0)
@@ -326,8 +328,7 @@ def tolerance(stored: float, rerun: float, episodes: int, others: list[float], t
     else:
         sigma = (high - low) / 2
     noise = z * sigma * math.sqrt(2.0 / max(episodes, 1))
-    pool = [*others, rerun]
-    return noise + (max(pool) - min(pool) if len(pool) > 1 else 0.0)
+    return noise + (max(others) - min(others) if others else 0.0)
 
 
 def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, others: list[float], track: Track, *,
@@ -386,6 +387,9 @@ def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = Non
     """
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
+    check_real("z", z, 0.0, include_low=False)
+    if cell_timeout is not None:
+        check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
     if sample_seed is None:
         sample_seed = int.from_bytes(os.urandom(4), "little")
     here = provenance()

@@ -1,0 +1,305 @@
+"""Submissions by pull request, from the user's side: the documented layout, the CLI (`run`, `verify`, `show
+--submissions`, `check`) and the hostile cases of docs/submitting.md ("Submitting by pull request").
+
+Each submission is written into ``tmp/submissions/<name>/`` with its agent in ``code/`` and its results made by
+``memgym leaderboard run`` in a separate process (a hostile agent patches the process it runs in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memgym.cli import main
+from memgym.leaderboard import submission
+from memgym.leaderboard.tracks import TMAZE
+
+REPO = Path(__file__).resolve().parents[2]
+MEMGYM = [sys.executable, "-m", "memgym.cli"]
+GRID = ["--preset", "smoke", "--values", "2,3", "--seeds", "2", "--steps", "2000", "--eval-episodes", "256"]
+
+RANDOM_AGENT = """
+import numpy as np
+
+
+class Agent:
+    def __init__(self, context):
+        self.rng = np.random.default_rng(context.seed)
+
+    def act(self, obs, start):
+        return self.rng.integers(0, 4, size=len(obs))
+
+    def observe(self, action, reward, next_obs, terminated, truncated):
+        pass
+
+
+def factory(context):
+    return Agent(context)
+"""
+
+# the forgery of the issue that asked for verification: 12 lines that rewrite the harness's evaluation
+PATCHING_AGENT = RANDOM_AGENT + """
+import memgym.leaderboard.any_tier as any_tier
+
+_evaluate = any_tier.evaluate
+
+
+def _forged(*args, **kwargs):
+    result = _evaluate(*args, **kwargs)
+    result["success_rate"] = 1.0
+    return result
+
+
+any_tier.evaluate = _forged
+"""
+
+JAX_AGENT = """
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+FORGE_COUNTERS = {forge_counters}
+PATCH_ENV = {patch_env}
+
+
+class Agent:
+    num_envs = 4
+
+    def train(self, key, env, env_params, total_steps):
+        if PATCH_ENV:  # at trace time: every finished episode of the evaluation wrapper reads as a success
+            from memgym.envs import functional
+
+            update = functional.EpisodeStatistics.update
+
+            def forged(self, *args):
+                state, info = update(self, *args)
+                return state, dict(info, success=info["done"])
+
+            functional.EpisodeStatistics.update = forged
+        keys = jax.random.split(key, self.num_envs)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
+
+        def step(state, key):
+            actions = jax.random.randint(key, (self.num_envs,), 0, 4)
+            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key, self.num_envs), state, actions, env_params)
+            return state, None
+
+        state, _ = jax.lax.scan(step, state, jax.random.split(key, total_steps // self.num_envs))
+        if FORGE_COUNTERS:
+            state = dataclasses.replace(state, successes=state.episodes, window_successes=state.window_episodes,
+                                        curve_successes=state.curve_episodes)
+        return {{"logits": jnp.zeros(4)}}, state
+
+    def initialize_carry(self):
+        return jnp.zeros(())
+
+    def act(self, params, carry, obs, start, key):
+        return jax.random.categorical(key, params["logits"]), carry
+
+
+def factory(context):
+    return Agent()
+"""
+
+
+def make_submission(root: Path, name: str, source: str, module: str, grid=GRID, **meta) -> Path:
+    """``root/submissions/name`` with the agent ``module`` in ``code/`` and the results of ``memgym leaderboard run``
+    (run from ``code/``, as docs/submitting.md says)."""
+    folder = root / "submissions" / name
+    code = folder / "code"
+    code.mkdir(parents=True)
+    (code / f"{module}.py").write_text(textwrap.dedent(source))
+    metadata = {"name": name, "agent": f"{module}:factory", "code": "code", "track": "tmaze",
+                "preset": "smoke+custom", "authors": ["A. Researcher", "B. Student"],
+                "link": "https://example.org/paper", "framework": "NumPy", "licence": "MIT",
+                "hardware": "a laptop CPU", **meta}
+    (folder / "submission.json").write_text(json.dumps(metadata, indent=1))
+    done = subprocess.run([*MEMGYM, "leaderboard", "run", "--agent", f"{module}:factory", "--results", "../results",
+                           *grid], cwd=code, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return folder
+
+
+def verify(folder: Path, *flags: str, capsys) -> tuple[int, str, dict]:
+    code = main(["leaderboard", "verify", str(folder), *flags])
+    out = capsys.readouterr().out
+    return code, out, json.loads((folder / "verification.json").read_text())
+
+
+def copy(folder: Path, name: str) -> Path:
+    target = folder.parent / name
+    shutil.copytree(folder, target, ignore=shutil.ignore_patterns("verification.json", "__pycache__"))
+    meta = json.loads((target / "submission.json").read_text())
+    (target / "submission.json").write_text(json.dumps(dict(meta, name=name)))
+    return target
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory) -> Path:
+    return make_submission(tmp_path_factory.mktemp("honest"), "random-agent", RANDOM_AGENT, "random_walker")
+
+
+def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
+    code, out, verdict = verify(honest, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 0, out
+    assert verdict["verdict"] == "verified" and verdict["agreeing"] == 4 and len(verdict["cells"]) == 4
+    assert "verdict: VERIFIED (4/4 sampled cells agree)" in out
+    assert all(row["rule"].startswith("statistical") for row in verdict["cells"])  # any-framework tier
+    assert verdict["digest"] == submission.digest(submission.load(honest))
+    assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
+    board = capsys.readouterr().out
+    assert "| verified |" in board and "`random-agent`" in board and "| 4/4 |" in board
+
+
+def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
+    edited = copy(honest, "edited-score")
+    record = edited / "results" / "random_walker_factory" / "L3" / "seed1.json"
+    data = json.loads(record.read_text())
+    data["eval"]["success_rate"] = 1.0
+    record.write_text(json.dumps(data))
+    code, out, verdict = verify(edited, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "mismatch"
+    [bad] = [row for row in verdict["cells"] if not row["agrees"]]
+    assert (bad["value"], bad["seed"], bad["eval_stored"]) == (3, 1, 1.0) and bad["eval_rerun"] < 0.9
+    assert "MISMATCH (evaluation score off by more than its tolerance)" in out
+    # the board marks it, and a verdict on other files than the board's is stale
+    assert submission.status(submission.load(edited)) == "mismatch 3/4"
+    (edited / "results" / "random_walker_factory" / "L2" / "seed0.json").write_text("{}")
+    assert submission.status(submission.load(edited)) == "stale"
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("code", "was produced by other code than the submission holds (code_sha256"),
+    ("missing", "planned cells without a result: L=3 seed 0"),
+    ("other-agent", "is of agent 'someone_else:factory', not of this submission's 'random_walker:factory'"),
+    ("other-directory", "results/someone_else_factory is not the agent's directory"),
+    ("markup", "must be plain text of at most 200 characters"),
+    ("link", "is not a plain http(s) URL"),
+    ("escape", "results '../../outside' escapes the submission's directory"),
+    ("symlink", "is a symbolic link"),
+    ("torn", "cannot be read"),
+    ("metadata", "submission.json lacks 'licence'"),
+])
+def test_a_malformed_submission_is_refused_before_anything_runs(honest, capsys, damage, message):
+    broken = copy(honest, f"broken-{damage}")
+    results = broken / "results" / "random_walker_factory"
+    meta = json.loads((broken / "submission.json").read_text())
+    if damage == "code":
+        (broken / "code" / "random_walker.py").write_text(RANDOM_AGENT.replace("0, 4", "0, 3"))
+    elif damage == "missing":
+        (results / "L3" / "seed0.json").unlink()
+    elif damage in ("other-agent", "other-directory"):  # another agent's record, in this agent's folder or its own
+        record = json.loads((results / "L2" / "seed0.json").read_text())
+        record["agent"] = "someone_else:factory"
+        target = results / "L2" if damage == "other-agent" else broken / "results" / "someone_else_factory" / "L2"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "seed0.r1.json").write_text(json.dumps(record))
+    elif damage == "markup":
+        meta["authors"] = ["<script>alert(1)</script>", "[click](https://evil.example)"]
+    elif damage == "link":
+        meta["link"] = "javascript:alert(1)"
+    elif damage == "escape":
+        meta["results"] = "../../outside"
+        (broken.parent.parent / "outside").mkdir(exist_ok=True)
+    elif damage == "symlink":
+        (results / "L2" / "seed0.json").unlink()
+        os.symlink(honest / "results" / "random_walker_factory" / "L2" / "seed0.json", results / "L2" / "seed0.json")
+    elif damage == "torn":
+        (results / "L2" / "seed1.json").write_text('{"schema": 1, "agent": ')
+    elif damage == "metadata":
+        del meta["licence"]
+    (broken / "submission.json").write_text(json.dumps(meta))
+    code, out, verdict = verify(broken, "--k", "1", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "malformed" and not verdict["cells"]
+    assert any(message in problem for problem in verdict["problems"]), verdict["problems"]
+    assert "verdict: MALFORMED" in out and message in out
+
+
+def test_a_submission_outside_submissions_is_refused(honest, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere" / "random-agent"
+    shutil.copytree(honest, elsewhere)
+    code, _, verdict = verify(elsewhere, capsys=capsys)
+    assert code == 1 and any("a submission lives in a directory named submissions/" in p for p in verdict["problems"])
+
+
+def test_the_board_shows_metadata_as_text_never_as_markup(honest, tmp_path):
+    """Names are restricted to a-z 0-9 . _ - and every other field is refused with markup in it; what reaches
+    the HTML board is escaped all the same."""
+    from memgym.leaderboard import report
+
+    out = tmp_path / "board"
+    report.write_report(None, out, TMAZE, [submission.load(honest)])
+    page = (out / "index.html").read_text()
+    assert "<td>random-agent</td>" in page and ("<td>not verified</td>" in page or "<td>4/4</td>" in page)
+    assert "<script" not in page
+
+
+def test_an_agent_that_patches_the_harness_at_import_ranks_first_in_process_and_fails_verification(tmp_path, capsys):
+    folder = make_submission(tmp_path, "patcher", PATCHING_AGENT, "patcher")
+    stored = json.loads((folder / "results" / "patcher_factory" / "L2" / "seed0.json").read_text())
+    assert stored["eval"]["success_rate"] == 1.0  # in its own process the forgery works
+    code, out, verdict = verify(folder, "--k", "2", "--sample-seed", "3", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "mismatch"
+    assert all(not row["agrees"] and row["eval_rerun"] < 0.9 for row in verdict["cells"])
+
+
+def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_path, capsys):
+    source = JAX_AGENT.format(forge_counters=False, patch_env=True)
+    folder = make_submission(tmp_path, "trace-patcher", source, "trace_patcher", framework="JAX")
+    stored = json.loads((folder / "results" / "trace_patcher_factory" / "L3" / "seed1.json").read_text())
+    assert stored["eval"]["success_rate"] == 1.0  # the patched evaluation, in its own process
+    code, out, verdict = verify(folder, "--k", "1", "--sample-seed", "0", capsys=capsys)
+    [row] = verdict["cells"]
+    assert code == 1 and verdict["verdict"] == "mismatch" and row["rule"] == "exact (same backend)"
+    assert row["eval_rerun"] < 0.9 and row["train_self_reported"]
+    assert "training score counted in the agent's process (JAX tier): self-reported" in out
+
+
+def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
+    folder = make_submission(tmp_path, "jax-random", JAX_AGENT.format(forge_counters=False, patch_env=False),
+                             "jax_random", framework="JAX")
+    code, out, verdict = verify(folder, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 0, out
+    assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])
+
+
+def test_train_that_returns_edited_counters_fails_its_cells_and_the_check(tmp_path):
+    source = JAX_AGENT.format(forge_counters=True, patch_env=False)
+    folder = make_submission(tmp_path, "forger", source, "forger", framework="JAX")
+    record = json.loads((folder / "results" / "forger_factory" / "L2" / "seed0.json").read_text())
+    assert record["status"] == "failed"
+    assert "train returned training counters that ScoredEnv did not count" in record["reason"]
+    checked = subprocess.run([*MEMGYM, "leaderboard", "check", "forger:factory", "--steps", "512"],
+                             cwd=folder / "code", capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 1
+    assert "FAIL  train" in checked.stdout and "their seal does not match" in checked.stdout
+
+
+def test_the_worked_example_verifies(tmp_path):
+    """docs/submitting.md's worked example, a reference agent submitted by package requirement, re-run from the
+    command line (in a copy: the repository's verdict is left as it is)."""
+    folder = tmp_path / "submissions" / "a2c-tiny-gru-smoke"
+    shutil.copytree(REPO / "submissions" / "a2c-tiny-gru-smoke", folder,
+                    ignore=shutil.ignore_patterns("verification.json"))
+    done = subprocess.run([*MEMGYM, "leaderboard", "verify", str(folder), "--k", "1", "--sample-seed", "5",
+                           "--preset", "smoke", "--cell-timeout", "600"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verdict: VERIFIED (1/1 sampled cells agree)" in done.stdout
+    assert json.loads((folder / "verification.json").read_text())["verdict"] == "verified"
+
+
+def test_verify_refuses_bad_flags(honest, capsys):
+    assert main(["leaderboard", "verify", str(honest), "--k", "0"]) == 2
+    assert "k must be a positive int, got 0" in capsys.readouterr().err
+    assert main(["leaderboard", "verify", str(honest), "--z", "-1"]) == 2
+    assert "z" in capsys.readouterr().err
