@@ -2,8 +2,8 @@
 
 The process that scores never imports the submitted code. :class:`AgentProcess` starts
 ``python -m memgym.leaderboard.isolation`` with one end of a socket pair; the child imports the
-agent and answers calls. Messages are NumPy ``.npz`` archives read with ``allow_pickle=False``
-(a JSON header plus arrays), so nothing the child sends can run code here.
+agent and answers calls. A message is a JSON header and the raw bytes of plain NumPy arrays
+(:func:`encode`; never a pickle), so nothing the child sends can run code here.
 
 - Any-framework tier: :class:`RemoteAgent` forwards ``act`` and ``observe``; this process steps
   the Gymnasium env and counts (:func:`memgym.leaderboard.any_tier.train` / ``evaluate``, the
@@ -18,7 +18,6 @@ agent and answers calls. Messages are NumPy ``.npz`` archives read with ``allow_
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -34,7 +33,6 @@ import numpy as np
 
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
 
-_HEADER = "__meta__"
 _MAX_MESSAGE = 1 << 31
 
 
@@ -43,20 +41,37 @@ class AgentProcessError(Exception):
 
 
 def encode(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
-    """One message: ``meta`` (JSON) and ``arrays`` in an ``.npz`` archive."""
-    buffer = io.BytesIO()
-    header = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    np.savez(buffer, **{_HEADER: header}, **(arrays or {}))
-    return buffer.getvalue()
+    """One message: a JSON header (``meta`` and each array's name, dtype and shape), then the arrays' bytes."""
+    arrays = {name: np.asarray(value, order="C") for name, value in (arrays or {}).items()}  # 0-d stays 0-d
+    for name, value in arrays.items():
+        if value.dtype.hasobject:
+            raise TypeError(f"{name} is an array of Python objects ({value.dtype})")
+    layout = [[name, value.dtype.str, list(value.shape)] for name, value in arrays.items()]
+    header = json.dumps({"meta": meta, "arrays": layout}).encode()
+    return b"".join([struct.pack("!I", len(header)), header, *(value.tobytes() for value in arrays.values())])
 
 
 def decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The inverse of :func:`encode`; refuses pickled objects."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
-    meta = json.loads(arrays.pop(_HEADER).tobytes().decode())
-    if not isinstance(meta, dict):
-        raise ValueError("a message's header is not a JSON object")
+    """The inverse of :func:`encode`. Only plain NumPy dtypes are read (no Python objects), and the arrays must
+    account for the message's bytes exactly."""
+    size = struct.unpack("!I", data[:4])[0]
+    header = json.loads(data[4: 4 + size].decode())
+    meta, layout = header["meta"], header["arrays"]
+    if not isinstance(meta, dict) or not isinstance(layout, list):
+        raise ValueError("a message's header is not {meta: object, arrays: list}")
+    arrays, offset = {}, 4 + size
+    for name, dtype, shape in layout:
+        kind = np.dtype(dtype)
+        if kind.hasobject or kind.kind not in "biufcSU?" or not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError(f"array {name!r} has dtype {dtype!r} and shape {shape!r}")
+        count = int(np.prod(shape, dtype=np.int64))
+        end = offset + count * kind.itemsize
+        if end > len(data):
+            raise ValueError(f"array {name!r} runs past the message's end")
+        arrays[str(name)] = np.frombuffer(data, kind, count, offset).reshape(shape).copy()
+        offset = end
+    if offset != len(data):
+        raise ValueError("a message holds bytes that no array accounts for")
     return meta, arrays
 
 
@@ -103,11 +118,14 @@ class AgentProcess:
         self.socket = ours
 
     def call(self, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None,
-             timeout: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Send one request and wait (at most ``timeout`` seconds) for its answer."""
+             timeout: float | None = None, reply: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Send one request and wait (at most ``timeout`` seconds) for its answer. ``reply=False``: do not wait;
+        the request's error, if it raises, is the answer to the next request."""
         self.socket.settimeout(timeout)
         try:
-            _send(self.socket, meta, arrays)
+            _send(self.socket, dict(meta, reply=reply), arrays)
+            if not reply:
+                return {}, {}
             answer, answer_arrays = _receive(self.socket)
         except TimeoutError:
             raise AgentProcessError(f"the agent's process did not answer {meta.get('op')!r} "
@@ -147,10 +165,11 @@ class RemoteAgent:
         return self.process.call({"op": "act"}, {"obs": np.asarray(obs), "start": np.asarray(start)})[1]["actions"]
 
     def observe(self, action, reward, next_obs, terminated, truncated) -> None:
+        """Sent without waiting (one round trip per step, not two): an error comes back with the next ``act``."""
         self.process.call({"op": "observe"}, {"action": np.asarray(action), "reward": np.asarray(reward),
                                               "next_obs": np.asarray(next_obs),
                                               "terminated": np.asarray(terminated),
-                                              "truncated": np.asarray(truncated)})
+                                              "truncated": np.asarray(truncated)}, reply=False)
 
 
 def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequence[tuple[Any, int]],
@@ -233,22 +252,26 @@ def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> A
     return agent
 
 
-def evaluate_exported(agent: Any, track: Track, budget: Preset, value: Any, seed: int,
-                      params: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """One cell's evaluation arrays ``(success, return, length, invalid)`` with the harness's episode and policy
-    keys (:func:`~memgym.leaderboard.jax_tier.evaluation_keys`), as ``run`` evaluates in-process."""
+def exported_evaluator(agent: Any, track: Track, budget: Preset):
+    """``evaluate(value, seed, params)``: one cell's evaluation arrays ``(success, return, length, invalid)``
+    with the harness's episode and policy keys (:func:`~memgym.leaderboard.jax_tier.evaluation_keys`), as
+    ``run`` evaluates in-process; compiled once for every cell of ``budget``."""
     import jax
 
     from memgym.leaderboard.jax_tier import evaluation_keys, evaluation_policy_keys
     from memgym.leaderboard.scoring import evaluate_jax
 
-    index = track.sweep.index(value)
-    inner = jax.tree.map(lambda x: x[0], track.jax_params([value], budget.max_episode_steps))
     run = jax.jit(lambda p, e, k, pk: evaluate_jax(agent, p, track.jax_env(), e, k, budget.max_episode_steps,
                                                    score_key=track.score.key, policy_keys=pk))
-    out = run(list(params), inner, evaluation_keys(index, budget.eval_episodes),
-              evaluation_policy_keys(index, seed, budget.eval_episodes))
-    return [np.asarray(x) for x in out]
+
+    def evaluate(value: Any, seed: int, params: Sequence[np.ndarray]) -> list[np.ndarray]:
+        index = track.sweep.index(value)
+        inner = jax.tree.map(lambda x: x[0], track.jax_params([value], budget.max_episode_steps))
+        out = run(list(params), inner, evaluation_keys(index, budget.eval_episodes),
+                  evaluation_policy_keys(index, seed, budget.eval_episodes))
+        return [np.asarray(x) for x in out]
+
+    return evaluate
 
 
 # ---- the child's side ------------------------------------------------------------------------------------------
@@ -264,11 +287,17 @@ def serve(fd: int, spec: str) -> None:
         except (EOFError, ConnectionError):
             return
         try:
+            if "error" in state:  # a request sent without waiting failed: this request's answer says so
+                raise state.pop("error")
             answer = _answer(meta, arrays, state)
         except Exception as error:  # noqa: BLE001 - the agent's fault is reported, the parent decides
             from memgym.leaderboard.store import failure_reason
 
             answer = ({"error": failure_reason(error)}, {})
+        if not meta.get("reply", True):
+            if "error" in answer[0]:
+                state["error"] = AgentProcessError(f"{meta.get('op')}: {answer[0]['error']}")
+            continue
         try:
             _send(sock, *answer)
         except (ValueError, TypeError) as error:  # an answer that cannot be encoded (an object array)

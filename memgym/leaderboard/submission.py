@@ -478,9 +478,10 @@ def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cel
                 trained = isolation.train_jax(process, track, budget, batch, seal,
                                               timeout=None if cell_timeout is None else cell_timeout * len(batch))
                 agent = isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS)
+                evaluate = isolation.exported_evaluator(agent, track, budget)
                 for i, (cell, params) in enumerate(zip(cells, trained["params"])):
                     state = ScoredState(inner=None, **{n: c[i] for n, c in trained["counters"].items()})
-                    evaluated = isolation.evaluate_exported(agent, track, budget, value, cell[1], params)
+                    evaluated = evaluate(value, cell[1], params)
                     results[cell] = cell_outcome(track, budget, state, seal, params, evaluated)
             except isolation.AgentProcessError as error:
                 results.update({cell: str(error) for cell in cells})

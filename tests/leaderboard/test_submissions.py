@@ -15,7 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memgym.cli import main
 from memgym.leaderboard import submission
@@ -303,3 +306,95 @@ def test_verify_refuses_bad_flags(honest, capsys):
     assert "k must be a positive int, got 0" in capsys.readouterr().err
     assert main(["leaderboard", "verify", str(honest), "--z", "-1"]) == 2
     assert "z" in capsys.readouterr().err
+
+
+def test_the_ci_job_fails_a_pull_request_with_an_unfit_submission_or_its_own_verdict(honest, tmp_path):
+    """.ci/verify-submissions in a repository whose pull request adds a submission: one of a custom grid (the job
+    requires the smoke preset) fails it, and so does a pull request that writes its own verification.json."""
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy(REPO / ".ci" / "verify-submissions", repo / ".ci")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+    def job() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", ".ci/verify-submissions", "main"], cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    git("init", "-q", "-b", "main")
+    git("add", ".")
+    git("commit", "-qm", "base")
+    git("checkout", "-qb", "pull-request")
+    shutil.copytree(honest, repo / "submissions" / "random-agent", ignore=shutil.ignore_patterns("verification.json"))
+    git("add", ".")
+    git("commit", "-qm", "a submission")
+    done = job()
+    assert done.returncode == 1 and "not verified: random-agent" in done.stderr
+    assert "this verification requires 'smoke'" in done.stdout
+    (repo / "submissions" / "random-agent" / "verification.json").write_text('{"verdict": "verified"}')
+    git("add", ".")
+    git("commit", "-qm", "and its own verdict")
+    done = job()
+    assert done.returncode == 1 and "a verdict is written by the verification, not by a pull request" in done.stderr
+
+
+CRASHING_AGENT = RANDOM_AGENT + """
+
+class Crashing(Agent):
+    def __init__(self, context):
+        super().__init__(context)
+        self.crash, self.steps = context.seed == 1, 0
+
+    def observe(self, action, reward, next_obs, terminated, truncated):
+        self.steps += 1
+        if self.crash and self.steps == 50:
+            raise RuntimeError("seed 1 breaks at its 50th step")
+
+
+def factory(context):
+    return Crashing(context)
+"""
+
+
+def test_a_cell_that_failed_must_fail_again_and_errors_cross_the_process_boundary(tmp_path, capsys):
+    folder = make_submission(tmp_path, "crasher", CRASHING_AGENT, "crasher")
+    code, out, verdict = verify(folder, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 0, out
+    failed = [row for row in verdict["cells"] if row["seed"] == 1]
+    assert len(failed) == 2 and all(row["rerun_status"] == "failed" and row["agrees"] for row in failed)
+    assert all("seed 1 breaks at its 50th step" in row["reason"] for row in failed)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["bool", "int8", "int64", "uint32", "float32", "float64"]),
+                          st.lists(st.integers(0, 3), max_size=3)), max_size=4),
+       st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3))
+@settings(max_examples=50, deadline=None)
+def test_messages_round_trip_plain_arrays_of_any_shape(arrays, meta):
+    from memgym.leaderboard.isolation import decode, encode
+
+    sent = {f"a{i}": np.arange(int(np.prod(shape)), dtype=np.int64).astype(dtype).reshape(shape)
+            for i, (dtype, shape) in enumerate(arrays)}
+    got_meta, got = decode(encode(meta, sent))
+    assert got_meta == meta and list(got) == list(sent)
+    for name, value in sent.items():
+        assert got[name].dtype == value.dtype and got[name].shape == value.shape  # 0-d stays 0-d
+        assert np.array_equal(got[name], value) and got[name].flags.writeable
+
+
+def test_messages_refuse_objects_and_bytes_no_array_accounts_for():
+    from memgym.leaderboard.isolation import decode, encode
+
+    with pytest.raises(TypeError, match="array of Python objects"):
+        encode({}, {"x": np.array([object()])})
+    data = encode({"op": "act"}, {"x": np.zeros(3)})
+    with pytest.raises(ValueError, match="no array accounts for"):
+        decode(data + b"\0")
+    with pytest.raises(ValueError, match="runs past"):
+        decode(data[:-1])
+    forged = data.replace(b'"<f8"', b'"|O8"')
+    with pytest.raises((ValueError, TypeError)):
+        decode(forged)
