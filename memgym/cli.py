@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -339,7 +340,8 @@ def cmd_leaderboard_report(args: argparse.Namespace) -> int:
     track = tracks.get(args.track)
     submissions = _submissions(args, track)
     results = args.results or (None if submissions else track.results_dir)
-    written = report.write_report(results, args.out or track.report_dir, track=track, submissions=submissions)
+    written = report.write_report(results, args.out or track.report_dir, track=track, submissions=submissions,
+                                  sources={"results": results, "submissions": args.submissions})
     print(_board_text(results, track, submissions))
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0
@@ -358,6 +360,8 @@ def cmd_leaderboard_show(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
+    # this process and the agent's share an accelerator: neither takes most of its memory up front
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from memgym.leaderboard import submission, tracks
 
     verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,

@@ -101,12 +101,15 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
 class AgentProcess:
     """A child Python process that imports agent ``spec`` (with ``code_dir`` first on its path) and serves it.
 
-    The child's standard output and error go to this process's standard error.
+    ``environment`` adds variables to the child's (``XLA_FLAGS``). The child's standard output and
+    error go to this process's standard error.
     """
 
-    def __init__(self, spec: str, code_dir: str | os.PathLike | None = None):
+    def __init__(self, spec: str, code_dir: str | os.PathLike | None = None,
+                 environment: dict[str, str] | None = None):
         ours, theirs = socket.socketpair()
-        environment = dict(os.environ)
+        # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
+        environment = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", **(environment or {}))
         if code_dir is not None:
             environment["PYTHONPATH"] = os.pathsep.join(
                 [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])

@@ -367,9 +367,11 @@ def _limits(bounds: tuple[float, float]) -> tuple[float, float]:
 
 
 def write_report(results: str | os.PathLike | None, out: str | os.PathLike | None = None,
-                 track: Track = TMAZE, submissions: Sequence[Any] = ()) -> dict[str, Path]:
+                 track: Track = TMAZE, submissions: Sequence[Any] = (),
+                 sources: dict[str, str | None] | None = None) -> dict[str, Path]:
     """Write ``LEADERBOARD.md``, ``index.html``, ``board.json`` and the PNG plots for ``track``'s store at
-    ``results`` (None: none) and ``submissions`` (:func:`build_board`).
+    ``results`` (None: none) and ``submissions`` (:func:`build_board`). ``sources`` (the command's
+    ``--results`` and ``--submissions``) are kept in ``board.json`` to rebuild a board of submissions.
 
     ``out`` defaults to the results directory. These are derived files: they are
     regenerated from the stored cells every time.
@@ -378,6 +380,8 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
     if not board["entries"] and not board["failures"] and not board["unreadable"]:
         raise ValueError(f"no results stored under {results}; run `memgym leaderboard run` first")
     board["track"] = track.name  # which track rebuilds it (`memgym leaderboard report --track`)
+    if submissions:
+        board["sources"] = sources or {}
     if out is None and results is None:
         raise ValueError("a board of submissions alone needs --out")
     out = Path(out or results)

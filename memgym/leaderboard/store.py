@@ -80,6 +80,8 @@ def provenance() -> dict[str, Any]:
         "cpu": _cpu_model(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    if os.environ.get("XLA_FLAGS"):  # e.g. --xla_gpu_deterministic_ops=true: whether a GPU run can be repeated
+        info["xla_flags"] = os.environ["XLA_FLAGS"]
     try:
         import jax
 

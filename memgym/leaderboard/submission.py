@@ -306,12 +306,18 @@ def first_results(submission: Submission) -> dict[tuple[Any, int], dict[str, Any
     return chosen
 
 
-def same_backend(record: dict[str, Any], here: dict[str, Any]) -> bool:
-    """Whether a record was produced where this process runs, as far as XLA's numerics go: the same JAX and
-    jaxlib, device kind, machine and CPU model."""
-    keys = ("jax", "jaxlib", "device", "machine", "cpu")
+DETERMINISTIC_GPU = "--xla_gpu_deterministic_ops=true"
+
+
+def reproducible_here(record: dict[str, Any], here: dict[str, Any]) -> bool:
+    """Whether a re-run here must reproduce a JAX-tier record exactly: the same JAX and jaxlib, device kind,
+    machine and CPU model, on a CPU (XLA's CPU code is deterministic) or on a GPU with the record's XLA_FLAGS
+    holding ``--xla_gpu_deterministic_ops=true`` (the child re-runs with the record's flags; without
+    them XLA's GPU reductions run in varying order and a re-run on the very same GPU diverges)."""
     theirs = record.get("provenance", {})
-    return all(theirs.get(k) == here.get(k) for k in keys)
+    same = all(theirs.get(k) == here.get(k) for k in ("jax", "jaxlib", "device", "machine", "cpu"))
+    return same and (str(theirs.get("device", "")).lower() == "cpu"
+                     or DETERMINISTIC_GPU in str(theirs.get("xla_flags", "")))
 
 
 def tolerance(stored: float, rerun: float, episodes: int, others: list[float], track: Track, z: float) -> float:
@@ -420,13 +426,22 @@ def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = Non
     log(f"[{submission.name}] re-running {len(sample)} of {len(cells)} cells (sample seed {sample_seed}; "
         f"{tier} tier, the agent in a child process): "
         + ", ".join(f"{submission.track.sweep.column(v)} seed {s}" for v, s in sample))
+    if tier == "jax" and not all(reproducible_here(results[cell], here) for cell in sample):
+        made = results[sample[0]].get("provenance", {})
+        base["note"] = (f"the records were made on {made.get('device')} (jax {made.get('jax')}, "
+                        f"{made.get('cpu') or made.get('machine')}), this re-run is on {here.get('device')} (jax "
+                        f"{here.get('jax')}, {here.get('cpu') or here.get('machine')}): a training run is repeated "
+                        "exactly only on the same CPU type, or GPU with XLA_FLAGS="
+                        f"{DETERMINISTIC_GPU}; elsewhere its float rounding differs, training takes another "
+                        "path and the cells are compared statistically")
+        log(f"[{submission.name}] note: {base['note']}")
     reruns = _rerun(submission, tier, sample, cell_timeout, log)
     rows = []
     for cell, rerun in zip(sample, reruns):
         stored = results[cell]
         others = [r["eval"][submission.track.score.name] for (v, s), r in results.items()
                   if v == cell[0] and s != cell[1] and r["status"] == "ok"]
-        exact = tier == "jax" and same_backend(stored, here)
+        exact = tier == "jax" and reproducible_here(stored, here)
         rows.append(compare(stored, rerun, others, submission.track, exact=exact, z=z,
                             self_reported_train=tier == "jax"))
     agreeing = sum(r["agrees"] for r in rows)
@@ -466,7 +481,9 @@ def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cel
     for value, seed in sample:
         by_value[value].append(seed)
     results: dict[tuple[Any, int], tuple[dict, dict] | str] = {}
-    with isolation.AgentProcess(submission.spec, code_dir) as process:
+    flags = {r.get("provenance", {}).get("xla_flags") for r in first_results(submission).values()} - {None}
+    environment = {"XLA_FLAGS": flags.pop()} if len(flags) == 1 else {}  # train as the run did
+    with isolation.AgentProcess(submission.spec, code_dir, environment) as process:
         for value, seeds in by_value.items():
             started = time.perf_counter()
             seal = seal_weights()
@@ -549,6 +566,8 @@ def table(verdict: dict[str, Any], track: Track) -> str:
         if any(row.get("train_self_reported") for row in verdict["cells"]):
             lines.append("* training score counted in the agent's process (JAX tier): self-reported, sealed "
                          f"against edits; {score} in evaluation is counted here")
+    if verdict.get("note"):
+        lines.append(f"note: {verdict['note']}")
     lines.append(f"verdict: {verdict['verdict'].upper()}" + (
         f" ({verdict.get('agreeing', 0)}/{len(verdict['cells'])} sampled cells agree)" if verdict.get("cells") else ""))
     return "\n".join(lines)
