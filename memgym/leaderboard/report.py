@@ -82,6 +82,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
         budget = record["preset"]
         row = rows[(record["agent"], int(record.get("version", 1)), budget["name"])]
         row["results"][(record[sweep.name], record["seed"])].append(record)
+        row["tiers"] = row.get("tiers", set()) | {record.get("tier")}
         row["planned"] |= {(value, seed) for value in budget.get(sweep.plural) or ()
                            for seed in range(int(budget.get("seeds", 0)))}
     entries, failed = [], []
@@ -137,11 +138,25 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
             "collapsed": collapsed,
             "below_chance": below,
             **({"verified": verified.get(spec, "reference")} if submissions else {}),
+            # a submission's JAX-tier training counters were counted in its own process (docs/submitting.md)
+            **({"train_self_reported": True} if spec in verified and "jax" in row["tiers"] else {}),
         })
     entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
     failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
     unreadable = [{"path": str(path), "problem": problem} for source in stores for path, problem in source.unreadable()]
     return {"entries": entries, "failures": failed, "unreadable": unreadable}
+
+
+VERIFIED_LEGEND = (
+    "Verified: for a submission (a folder of submissions/), its cells re-run by memgym leaderboard verify / agreeing "
+    "with the stored ones (mismatch k/n: some disagree; malformed: its offline checks failed; not verified: no "
+    "verdict yet; stale: its files changed since the verdict); reference: a board the project ran itself. A "
+    "JAX-tier submission's train score is self-reported: counted in the agent's own process, sealed against "
+    "edits, not re-counted (its evaluation is).")
+
+
+def _has_submissions(board: dict[str, Any]) -> bool:
+    return any("verified" in entry for entry in board.get("entries", ()))
 
 
 def _board_records(store: ResultsStore | None, submissions: Sequence[Any], track: Track) -> Iterator[dict[str, Any]]:
@@ -205,7 +220,8 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
             low, high = e["eval"]["score_ci"]
             row = [str(rank) if e.get("complete", True) else "—", e["agent"],
                    f"{e['eval']['score']:.2f} [{low:.2f}, {high:.2f}]", coverage(e), f"{e['eval']['iqm']:.2f}"]
-            row += [str(e["eval"]["longest_solved"] or "—")] * solved + [f"{e['train']['score']:.2f}"]
+            train = f"{e['train']['score']:.2f}" + (" (self-reported)" if e.get("train_self_reported") else "")
+            row += [str(e["eval"]["longest_solved"] or "—")] * solved + [train]
             per = e["eval"]["per_length"]
             row += [_cell(per[length]) if length in per else "—" for length in lengths]
             row += [str(e["repeats"]), "; ".join(flags(e, track)) or "—"]
@@ -224,7 +240,7 @@ def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE) 
         for row in rows:
             lines.append("| " + " | ".join([row[0], f"`{row[1]}`", *row[2:]]) + " |")
     if board.get("entries"):
-        lines += ["", track.reading]
+        lines += ["", track.reading] + (["", VERIFIED_LEGEND] if _has_submissions(board) else [])
     if board.get("failures"):
         lines += ["", "## Failed cells", "", f"| agent | preset | {sweep.header} | seed | attempts | reason |",
                   "|---|---|---|---|---|---|"]
@@ -260,6 +276,8 @@ def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMA
         parts.append("</table>")
     if board.get("entries"):
         parts.append(f"<p>{escape(track.reading)}</p>")
+        if _has_submissions(board):
+            parts.append(f"<p>{escape(VERIFIED_LEGEND)}</p>")
     if board.get("failures"):
         parts.append("<h2>Failed cells</h2>")
         parts.append('<table border="1">')

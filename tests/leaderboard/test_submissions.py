@@ -293,7 +293,9 @@ def test_the_worked_example_verifies(tmp_path):
     folder = tmp_path / "submissions" / "a2c-tiny-gru-smoke"
     shutil.copytree(REPO / "submissions" / "a2c-tiny-gru-smoke", folder,
                     ignore=shutil.ignore_patterns("verification.json"))
-    done = subprocess.run([*MEMGYM, "leaderboard", "verify", str(folder), "--k", "1", "--sample-seed", "5",
+    # sample seed 0 draws L=8 seed 1, which this tiny agent solves (1.00) on any backend: on a CPU of another type
+    # the comparison is statistical, and the cells at L=12, where it is on the edge of learning, may take another path
+    done = subprocess.run([*MEMGYM, "leaderboard", "verify", str(folder), "--k", "1", "--sample-seed", "0",
                            "--preset", "smoke", "--cell-timeout", "600"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
