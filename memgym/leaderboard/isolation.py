@@ -340,6 +340,7 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
     import jax.numpy as jnp
     from jax import export
 
+    from memgym.leaderboard import progress
     from memgym.leaderboard.jax_tier import JaxCells
     from memgym.leaderboard.protocol import initialize_carry
     from memgym.leaderboard.scoring import COUNTERS
@@ -347,7 +348,16 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
     agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
     if tier(agent) != "jax":
         raise TypeError("the agent is not a JAX-tier agent")
-    policy_params, env_state, _ = JaxCells(agent, track, budget).train_cells(cells, seal)
+    total, shown = budget.total_steps * len(cells), set()
+
+    def report(steps: float) -> None:  # every tenth of the training, on the verifier's standard error
+        tenth = min(10, int(10 * steps / total))
+        if tenth and tenth not in shown:
+            shown.add(tenth)
+            print(f"  training {10 * tenth}% ({steps:,.0f}/{total:,} steps)", file=sys.stderr, flush=True)
+
+    with progress.listening(report):
+        policy_params, env_state, _ = JaxCells(agent, track, budget).train_cells(cells, seal)
     leaves, treedef = jax.tree.flatten(policy_params)
     carry, carry_tree = jax.tree.flatten(initialize_carry(agent))
     params_tree = jax.tree.structure(jax.tree.unflatten(treedef, [leaf[0] for leaf in leaves]))

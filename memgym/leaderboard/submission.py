@@ -284,9 +284,11 @@ def _relative(path: Path, submission: Submission) -> str:
 
 
 def digest(submission: Submission) -> str:
-    """SHA-256 over every file of the submission but its verification: what a verdict was reached on."""
+    """SHA-256 over every file of the submission but its verdict, the board files that ``run`` writes into its
+    results folder (regenerated, PNGs differ by matplotlib) and Python's caches: what a verdict was reached on."""
     sha = hashlib.sha256()
-    for path in sorted(p for p in submission.root.rglob("*") if p.is_file() and p.name != VERIFICATION
+    derived = {submission.root / VERIFICATION, *(submission.results_dir / name for name in DERIVED)}
+    for path in sorted(p for p in submission.root.rglob("*") if p.is_file() and p not in derived
                        and "__pycache__" not in p.parts):
         sha.update(str(path.relative_to(submission.root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return sha.hexdigest()
