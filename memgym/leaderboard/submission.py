@@ -36,6 +36,7 @@ DERIVED = {"LEADERBOARD.md", "index.html", "board.json", "success_by_length.png"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _LINK = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/?#=&+:@-]*)?$")
 _MARKUP = re.compile(r"[<>\[\]|`\\\x00-\x1f\x7f]")
+_SPEC_MARKUP = re.compile(r"[<>|`\\\x00-\x1f\x7f]")  # a spec's options come in brackets
 Z = 3.0  # the default statistical tolerance, in standard errors
 
 
@@ -163,6 +164,9 @@ def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
     if not _NAME.match(meta["name"]) or meta["name"] != directory:
         problems.append(f"name {meta['name']!r} must equal the directory's name ({directory!r}) and use only "
                         "a-z 0-9 . _ - (at most 64)")
+    if "code" not in meta and "package" not in meta:
+        problems.append(f"{METADATA} needs 'code' (the folder of the agent's code) or 'package' (the pip "
+                        "requirement the agent comes from)")
     if meta["track"] not in TRACKS:
         problems.append(f"track {meta['track']!r} is not a track; allowed: {', '.join(TRACKS)}")
     if not _LINK.match(meta["link"]):
@@ -170,7 +174,10 @@ def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
     authors = meta["authors"]
     if len(authors) > 50 or not all(isinstance(a, str) and a for a in authors):
         problems.append("authors must be a list of at most 50 non-empty names")
-    texts = [("agent", meta["agent"]), *((f, meta[f]) for f in TEXT_FIELDS),
+    if len(meta["agent"]) > 200 or _SPEC_MARKUP.search(meta["agent"]):
+        problems.append(f"agent {meta['agent'][:80]!r} must be an agent spec of at most 200 characters, without "
+                        "< > | ` \\ or control characters")
+    texts = [*((f, meta[f]) for f in TEXT_FIELDS),
              *(("authors", a) for a in authors if isinstance(a, str)),
              *((f, meta[f]) for f in ("package", "code", "results") if f in meta)]
     for field, text in texts:

@@ -400,3 +400,13 @@ def test_messages_refuse_objects_and_bytes_no_array_accounts_for():
     forged = data.replace(b'"<f8"', b'"|O8"')
     with pytest.raises((ValueError, TypeError)):
         decode(forged)
+
+
+def test_the_board_leaves_off_a_submission_it_cannot_read_and_says_why(honest, capsys):
+    broken = copy(honest, "unreadable-metadata")
+    (broken / "submission.json").write_text("{not json")
+    assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
+    captured = capsys.readouterr()
+    assert "`random-agent`" in captured.out and "unreadable-metadata" not in captured.out
+    assert "left off the board" in captured.err and "submission.json cannot be read" in captured.err
+    shutil.rmtree(broken)
