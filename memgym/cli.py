@@ -365,7 +365,7 @@ def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
     from memgym.leaderboard import submission, tracks
 
     verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
-                                cell_timeout=args.cell_timeout, preset=args.preset)
+                                cell_timeout=args.cell_timeout, preset=args.preset, exact=args.exact)
     track = tracks.TRACKS.get(verdict.get("track"), tracks.TMAZE)
     print(submission.table(verdict, track))
     print(f"wrote {Path(args.submission) / submission.VERIFICATION}")
@@ -681,6 +681,9 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     ver.add_argument("--cell-timeout", type=_bounded("--cell-timeout"), default=None, metavar="SECONDS",
                      help="wall-clock limit per re-run cell")
     ver.add_argument("--preset", default=None, help="require this preset of the submission (CI: smoke)")
+    ver.add_argument("--exact", action="store_true",
+                     help="require every re-run cell to equal its record (run on the hardware the records were made "
+                          "on; their provenance is the submitter's word)")
     ver.set_defaults(func=cmd_leaderboard_verify)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")

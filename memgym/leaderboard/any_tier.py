@@ -153,6 +153,9 @@ def _checked_actions(actions: Any, num_envs: int, num_actions: int, deadline: fl
     if time.perf_counter() > deadline:
         raise CellFailure("exceeded the wall-clock limit per cell")
     actions = np.asarray(actions)
+    if actions.dtype == bool or np.iscomplexobj(actions):
+        raise CellFailure(f"act returned {actions.dtype} actions {actions.tolist()}; expected integers in "
+                          f"[0, {num_actions})")
     if actions.shape != (num_envs,):
         raise CellFailure(f"act returned actions of shape {actions.shape}; expected ({num_envs},)")
     if not np.issubdtype(actions.dtype, np.number) or not np.all(np.isfinite(actions)):

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,7 +104,8 @@ class AgentProcess:
     """A child Python process that imports agent ``spec`` (with ``code_dir`` first on its path) and serves it.
 
     ``environment`` adds variables to the child's (``XLA_FLAGS``). The child's standard output and
-    error go to this process's standard error.
+    error are relayed to this process's standard error, marked ``agent |`` (:func:`_relay`). The
+    child leads a process group of its own; :meth:`close` kills the group.
     """
 
     def __init__(self, spec: str, code_dir: str | os.PathLike | None = None,
@@ -115,10 +118,13 @@ class AgentProcess:
                 [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=2,
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,  # its own process group, killed as a whole
             cwd=str(code_dir) if code_dir is not None else None, env=environment)
         theirs.close()
         self.socket = ours
+        self.output = threading.Thread(target=_relay, args=(self.process.stdout,), daemon=True)
+        self.output.start()
 
     def call(self, meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None,
              timeout: float | None = None, reply: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -134,7 +140,10 @@ class AgentProcess:
             raise AgentProcessError(f"the agent's process did not answer {meta.get('op')!r} "
                                     f"within {timeout:.0f}s") from None
         except (EOFError, ConnectionError, OSError) as error:
-            code = self.process.poll()
+            try:
+                code = self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
             raise AgentProcessError(f"the agent's process exited (code {code}) during {meta.get('op')!r}"
                                     if code is not None else f"lost the agent's process ({error})") from None
         except (ValueError, KeyError, UnicodeDecodeError) as error:
@@ -144,16 +153,36 @@ class AgentProcess:
         return answer, answer_arrays
 
     def close(self) -> None:
+        """Kill the agent's process and every process of its group (what it started, unless it left the group)."""
         self.socket.close()
-        if self.process.poll() is None:
-            self.process.kill()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.process.wait()
+        self.output.join(timeout=5)
 
     def __enter__(self) -> AgentProcess:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+OUTPUT_LIMIT = 1 << 20  # bytes of the agent's output relayed; the rest is read and dropped
+
+
+def _relay(stream: Any) -> None:
+    """Copy the agent's output to this process's standard error, each line marked as the agent's, up to
+    :data:`OUTPUT_LIMIT` bytes (so that it can neither flood the verifier's log nor pass for its lines)."""
+    relayed = 0
+    for line in iter(stream.readline, b""):
+        if relayed < OUTPUT_LIMIT:
+            relayed += len(line)
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            print(f"  agent | {text}" if relayed < OUTPUT_LIMIT else
+                  f"  agent | (its output beyond {OUTPUT_LIMIT >> 20} MiB is dropped)", file=sys.stderr, flush=True)
+    stream.close()
 
 
 class RemoteAgent:

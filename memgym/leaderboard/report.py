@@ -138,10 +138,12 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
             "collapsed": collapsed,
             "below_chance": below,
             **({"verified": verified.get(spec, "reference")} if submissions else {}),
+            **({"unverified": True} if spec in verified and not _agreed(verified[spec]) else {}),
             # a submission's JAX-tier training counters were counted in its own process (docs/submitting.md)
             **({"train_self_reported": True} if spec in verified and "jax" in row["tiers"] else {}),
         })
-    entries.sort(key=lambda e: (e["preset"], not e["complete"], -e["eval"]["score"], e["agent"]))
+    entries.sort(key=lambda e: (e["preset"], not e["complete"] or e.get("unverified", False), -e["eval"]["score"],
+                                e["agent"]))
     failed.sort(key=lambda f: (f["spec"], f["version"], f["preset"], sweep.index(f[sweep.name]), f["seed"]))
     unreadable = [{"path": str(path), "problem": problem} for source in stores for path, problem in source.unreadable()]
     return {"entries": entries, "failures": failed, "unreadable": unreadable}
@@ -150,9 +152,16 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
 VERIFIED_LEGEND = (
     "Verified: for a submission (a folder of submissions/), its cells re-run by memgym leaderboard verify / agreeing "
     "with the stored ones (mismatch k/n: some disagree; malformed: its offline checks failed; not verified: no "
-    "verdict yet; stale: its files changed since the verdict); reference: a board the project ran itself. A "
+    "verdict yet; stale: its files changed since the verdict); reference: a board the project ran itself. Only "
+    "verified submissions are ranked; the others follow them unranked. A "
     "JAX-tier submission's train score is self-reported: counted in the agent's own process, sealed against "
     "edits, not re-counted (its evaluation is).")
+
+
+def _agreed(status: str) -> bool:
+    """Whether a submission's ``verified`` cell says every re-run cell agreed (``3/3``)."""
+    done, _, planned = status.partition("/")
+    return done.isdigit() and done == planned
 
 
 def _has_submissions(board: dict[str, Any]) -> bool:
@@ -202,8 +211,9 @@ def coverage(entry: dict[str, Any]) -> str:
 def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[list[str], list[list[str]]]]:
     """Per preset: the table header and one row per agent version, best first.
 
-    Complete rows are ranked by score; incomplete rows (planned cells never run) follow
-    them unranked (rank ``—``).
+    Complete rows are ranked by score; incomplete rows (planned cells never run) and
+    submissions whose sampled cells did not all agree in a verification follow them
+    unranked (rank ``—``).
     """
     sweep, solved = track.sweep, track.score.solved is not None
     tables: dict[str, tuple[list[str], list[list[str]]]] = {}
@@ -218,7 +228,7 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
         rows = []
         for rank, e in enumerate(entries, 1):
             low, high = e["eval"]["score_ci"]
-            row = [str(rank) if e.get("complete", True) else "—", e["agent"],
+            row = [str(rank) if e.get("complete", True) and not e.get("unverified") else "—", e["agent"],
                    f"{e['eval']['score']:.2f} [{low:.2f}, {high:.2f}]", coverage(e), f"{e['eval']['iqm']:.2f}"]
             train = f"{e['train']['score']:.2f}" + (" (self-reported)" if e.get("train_self_reported") else "")
             row += [str(e["eval"]["longest_solved"] or "—")] * solved + [train]

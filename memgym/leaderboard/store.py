@@ -232,6 +232,8 @@ class ResultsStore:
             return "is not UTF-8 text"
         except json.JSONDecodeError as error:
             return f"is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}; truncated?)"
+        except RecursionError:
+            return "nests JSON too deeply to be read"
         if isinstance(record, str):
             return record
         problem = _problem(record, path, self)

@@ -16,6 +16,7 @@ import os
 import random
 import re
 import time
+import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ DERIVED = {"LEADERBOARD.md", "index.html", "board.json", "success_by_length.png"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _LINK = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/?#=&+:@-]*)?$")
 _MARKUP = re.compile(r"[<>\[\]|`\\\x00-\x1f\x7f]")
-_SPEC_MARKUP = re.compile(r"[<>|`\\\x00-\x1f\x7f]")  # a spec's options come in brackets
+_HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}  # Unicode categories a reader cannot see as text
 Z = 3.0  # the default statistical tolerance, in standard errors
 
 
@@ -108,9 +109,10 @@ def load(path: str | os.PathLike) -> Submission:
                 problems.append(f"{(Path(folder) / entry).relative_to(resolved)} is a symbolic link; a submission "
                                 "holds its files itself")
     try:
-        meta = json.loads((root / METADATA).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SubmissionError(root, problems + [f"{METADATA} cannot be read ({error})"]) from None
+        meta = json.loads((root / METADATA).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise SubmissionError(root, problems + [f"{METADATA} cannot be read ({type(error).__name__}: "
+                                                f"{str(error)[:200]})"]) from None
     if not isinstance(meta, dict):
         raise SubmissionError(root, problems + [f"{METADATA} holds a {type(meta).__name__}, not an object"])
     problems += _metadata_problems(meta, resolved.name)
@@ -125,6 +127,21 @@ def load(path: str | os.PathLike) -> Submission:
     if problems:
         raise SubmissionError(root, problems)
     return Submission(resolved, meta, track, code_dir, results_dir)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (JSON lets a later duplicate silently win)."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"the key(s) {', '.join(map(repr, twice))} appear more than once")
+    return dict(pairs)
+
+
+def _plain(text: str) -> bool:
+    """Text without markup characters, control or format characters (bidirectional overrides, zero-width
+    spaces) and line or paragraph separators: what the board can show as it is."""
+    return not _MARKUP.search(text) and not any(unicodedata.category(c) in _HIDDEN for c in text)
 
 
 def load_all(directory: str | os.PathLike, track: Track) -> tuple[list[Submission], list[str]]:
@@ -161,9 +178,11 @@ def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
             problems.append(f"{METADATA}: {field!r} must be a non-empty {kind.__name__}, got {meta[field]!r}")
     if problems:
         return problems
-    if not _NAME.match(meta["name"]) or meta["name"] != directory:
-        problems.append(f"name {meta['name']!r} must equal the directory's name ({directory!r}) and use only "
-                        "a-z 0-9 . _ - (at most 64)")
+    if not _NAME.match(meta["name"]):
+        problems.append(f"name {meta['name']!r} must start with a-z or 0-9 and use only a-z 0-9 . _ - "
+                        "(at most 64 characters)")
+    elif meta["name"] != directory:
+        problems.append(f"name {meta['name']!r} must equal the name of the submission's directory ({directory!r})")
     if "code" not in meta and "package" not in meta:
         problems.append(f"{METADATA} needs 'code' (the folder of the agent's code) or 'package' (the pip "
                         "requirement the agent comes from)")
@@ -174,16 +193,16 @@ def _metadata_problems(meta: dict[str, Any], directory: str) -> list[str]:
     authors = meta["authors"]
     if len(authors) > 50 or not all(isinstance(a, str) and a for a in authors):
         problems.append("authors must be a list of at most 50 non-empty names")
-    if len(meta["agent"]) > 200 or _SPEC_MARKUP.search(meta["agent"]):
+    if len(meta["agent"]) > 200 or not _plain(meta["agent"].replace("[", "").replace("]", "")):
         problems.append(f"agent {meta['agent'][:80]!r} must be an agent spec of at most 200 characters, without "
-                        "< > | ` \\ or control characters")
+                        "< > | ` \\ or control or invisible characters")
     texts = [*((f, meta[f]) for f in TEXT_FIELDS),
              *(("authors", a) for a in authors if isinstance(a, str)),
              *((f, meta[f]) for f in ("package", "code", "results") if f in meta)]
     for field, text in texts:
-        if len(text) > 200 or _MARKUP.search(text):
+        if len(text) > 200 or not _plain(text):
             problems.append(f"{field} {text[:80]!r} must be plain text of at most 200 characters, without "
-                            "< > [ ] | ` \\ or control characters (the board shows it as text, never as markup)")
+                            "< > [ ] | ` \\ or control or invisible characters (the board shows it as text, never as markup)")
     return problems
 
 
@@ -275,12 +294,49 @@ def offline_problems(submission: Submission) -> list[str]:
                             f"{str(stored)[:12]}… recorded, {digest[:12]}… now; changed: "
                             f"{', '.join(changed) or 'the hash itself'})")
             continue
-        present.add((record[track.sweep.name], record["seed"]))
+        cell = (record[track.sweep.name], record["seed"])
+        if cell not in planned:
+            problems.append(f"record {where} is of {track.sweep.column(cell[0])} seed {cell[1]}, outside the grid of "
+                            f"preset {budget.name!r} ({len(budget.values)} values x seeds 0-{budget.seeds - 1})")
+            continue
+        inconsistent = _inconsistency(record, track, budget)
+        if inconsistent:
+            problems.append(f"record {where} contradicts itself: {inconsistent}")
+            continue
+        present.add(cell)
     missing = sorted(planned - present, key=lambda c: (track.sweep.index(c[0]), c[1]))
     if missing:
         problems.append("planned cells without a result: " + ", ".join(
             f"{track.sweep.column(v)} seed {s}" for v, s in missing))
     return problems
+
+
+def _inconsistency(record: dict[str, Any], track: Track, budget: Preset) -> str | None:
+    """What in an ``ok`` record disagrees with the rest of it, as the harness writes it: the training score is
+    the window's successes over its episodes, the learning curve sums to the totals, the window lies within
+    them, the evaluation has the budget's episodes."""
+    if record["status"] != "ok":
+        return None
+    score, train, evaluation = track.score, record["train"], record["eval"]
+    total, window = score.total, f"window_{score.total}"
+    try:
+        curve = np.asarray(train["curve"], float)
+        expected = train[window] / train["window_episodes"] if train["window_episodes"] else 0.0
+        checks = [
+            (abs(train[score.name] - expected) <= 1e-9 * max(1.0, abs(expected)),
+             f"train {score.name} {train[score.name]!r} is not {window} / window_episodes = {expected!r}"),
+            (0 <= train["window_episodes"] <= train["episodes"] <= train["steps"],
+             "train window_episodes <= episodes <= steps does not hold"),
+            (curve.shape == (len(curve), 2) and curve[:, 0].sum() == train["episodes"]
+             and abs(curve[:, 1].sum() - train[total]) <= 1e-6 * max(1.0, abs(train[total])),
+             "the learning curve does not sum to the training totals"),
+            (train["steps"] <= budget.total_steps, f"train steps {train['steps']} exceed the budget"),
+            (evaluation["episodes"] == budget.eval_episodes,
+             f"eval episodes {evaluation['episodes']} are not the budget's {budget.eval_episodes}"),
+        ]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+        return f"its counters cannot be read ({type(error).__name__}: {error})"
+    return next((message for ok, message in checks if not ok), None)
 
 
 def _relative(path: Path, submission: Submission) -> str:
@@ -329,24 +385,21 @@ def reproducible_here(record: dict[str, Any], here: dict[str, Any]) -> bool:
                      or DETERMINISTIC_GPU in str(theirs.get("xla_flags", "")))
 
 
-def tolerance(stored: float, rerun: float, episodes: int, others: list[float], track: Track, z: float) -> float:
+def tolerance(stored: float, rerun: float, episodes: int, track: Track, z: float) -> float:
     """How far a re-run's score may lie from the stored one: ``z`` standard errors of the difference of two
-    independent means over ``episodes`` episodes each, plus the spread (max − min) of the agent's *other*
-    stored seeds at that value (a re-run whose training took another path is a fresh draw of that spread;
-    the cell's own stored score and its re-run are left out of it, so an edited score cannot widen its own
-    tolerance). The standard deviation per episode is ``sqrt(p(1−p))`` for a counted score (``p`` the mean
-    of both), half the score's range otherwise (its largest possible value)."""
+    independent means over ``episodes`` episodes each (the re-run's count). The standard deviation per
+    episode is ``sqrt(p(1−p))`` for a counted score (``p`` the mean of both, at least ``1/episodes``), half
+    the score's range otherwise (its largest possible value). Nothing the submission stores widens it."""
     low, high = track.score.bounds
     if track.score.counted:
         p = min(max((stored + rerun) / 2, 0.0), 1.0)
         sigma = math.sqrt(max(p * (1 - p), 1.0 / max(episodes, 1)))
     else:
         sigma = (high - low) / 2
-    noise = z * sigma * math.sqrt(2.0 / max(episodes, 1))
-    return noise + (max(others) - min(others) if others else 0.0)
+    return z * sigma * math.sqrt(2.0 / max(episodes, 1))
 
 
-def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, others: list[float], track: Track, *,
+def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, track: Track, *,
             exact: bool, z: float, self_reported_train: bool) -> dict[str, Any]:
     """One sampled cell: stored record against its re-run (``(train counters, evaluation)`` or a failure reason).
 
@@ -376,12 +429,12 @@ def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, others: list
             row["reason"] = ", ".join(f"{part} differs" for part, same in (("training", same_train),
                                                                             ("evaluation", same_eval)) if not same)
         return row
-    eval_tol = tolerance(row["eval_stored"], row["eval_rerun"], evaluation["episodes"], others, track, z)
-    train_tol = tolerance(row["train_stored"], window, min(train["window_episodes"],
-                                                             stored["train"].get("window_episodes", 0)), [], track, z)
+    eval_tol = tolerance(row["eval_stored"], row["eval_rerun"], evaluation["episodes"], track, z)
+    train_tol = tolerance(row["train_stored"], window, train["window_episodes"], track, z)
+    row |= {"eval_sigma": eval_tol / z, "train_sigma": train_tol / z}
     eval_ok = abs(row["eval_rerun"] - row["eval_stored"]) <= eval_tol + 1e-9
     train_ok = abs(window - row["train_stored"]) <= train_tol + 1e-9
-    row |= {"rule": f"statistical ({z:g} standard errors + seed spread)", "eval_tolerance": eval_tol,
+    row |= {"rule": f"statistical ({z:g} standard errors)", "eval_tolerance": eval_tol,
             "train_tolerance": train_tol, "agrees": eval_ok and train_ok}
     if not row["agrees"]:
         row["reason"] = ", ".join(f"{part} score off by more than its tolerance" for part, ok
@@ -390,15 +443,17 @@ def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, others: list
 
 
 def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = None, z: float = Z,
-           cell_timeout: float | None = None, preset: str | None = None,
+           cell_timeout: float | None = None, preset: str | None = None, exact: bool = False,
            log: Callable[[str], None] = print) -> dict[str, Any]:
     """Check the submission at ``path`` offline, then re-run ``k`` cells drawn with ``sample_seed`` (None: a
     fresh random seed, printed) out of the submission's reach and compare; the verdict is written to
     ``path/verification.json`` and returned.
 
     Verdicts: ``verified`` (every sampled cell agrees), ``mismatch`` (one does not) or
-    ``malformed`` (the offline checks failed; nothing was run). ``preset`` requires the
-    submission's preset (CI: ``smoke``).
+    ``malformed`` (the offline checks failed, nothing was run; or the files changed during the
+    re-run). ``preset`` requires the submission's preset (CI: ``smoke``); ``exact`` requires
+    every re-run to equal its record, whatever backend the records say they come from (their
+    provenance is the submitter's word).
     """
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
@@ -425,6 +480,7 @@ def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = Non
         verdict = base | {"verdict": "malformed", "problems": problems, "cells": []}
         _write_verdict(submission.root, verdict, submission, here)
         return verdict
+    before = digest(submission)
     log(f"[{submission.name}] offline checks passed: metadata, {len(first_results(submission))} cells present, "
         f"records readable and of code {code_hash(submission.code_modules())[:12]}…")
     results = first_results(submission)
@@ -448,16 +504,33 @@ def verify(path: str | os.PathLike, *, k: int = 3, sample_seed: int | None = Non
     rows = []
     for cell, rerun in zip(sample, reruns):
         stored = results[cell]
-        others = [r["eval"][submission.track.score.name] for (v, s), r in results.items()
-                  if v == cell[0] and s != cell[1] and r["status"] == "ok"]
-        exact = tier == "jax" and reproducible_here(stored, here)
-        rows.append(compare(stored, rerun, others, submission.track, exact=exact, z=z,
-                            self_reported_train=tier == "jax"))
+        rows.append(compare(stored, rerun, submission.track, exact=exact or (tier == "jax" and
+                                                                             reproducible_here(stored, here)),
+                            z=z, self_reported_train=tier == "jax"))
     agreeing = sum(r["agrees"] for r in rows)
-    verdict = base | {"verdict": "verified" if agreeing == len(rows) else "mismatch", "problems": [],
-                      "cells": rows, "agreeing": agreeing, "seconds": round(time.perf_counter() - started, 1)}
+    problems = [] if digest(submission) == before else [
+        "the submission's files changed while it was being verified (by the agent's process?)"]
+    bias = pooled_bias(rows, z)
+    if bias is not None:
+        base["pooled"] = bias
+    verified = agreeing == len(rows) and not problems and (bias is None or bias["agrees"])
+    verdict = base | {"verdict": "verified" if verified else ("malformed" if problems else "mismatch"),
+                      "problems": problems, "cells": rows, "agreeing": agreeing,
+                      "seconds": round(time.perf_counter() - started, 1)}
     _write_verdict(submission.root, verdict, submission, here)
     return verdict
+
+
+def pooled_bias(rows: list[dict[str, Any]], z: float) -> dict[str, Any] | None:
+    """The mean excess of the stored evaluation scores over their re-runs across the statistically compared
+    cells, against ``z`` standard errors of that mean: a small edit on every cell, each within its own
+    tolerance, adds up here. None when fewer than two cells were compared statistically."""
+    compared = [r for r in rows if "eval_sigma" in r]
+    if len(compared) < 2:
+        return None
+    excess = sum(r["eval_stored"] - r["eval_rerun"] for r in compared) / len(compared)
+    allowed = z * math.sqrt(sum(r["eval_sigma"] ** 2 for r in compared)) / len(compared)
+    return {"cells": len(compared), "mean_excess": excess, "tolerance": allowed, "agrees": abs(excess) <= allowed + 1e-9}
 
 
 def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cell_timeout: float | None,
@@ -523,13 +596,13 @@ def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission |
                 "verified_with": {k: here.get(k) for k in ("memgym", "jax", "jaxlib", "device", "cpu", "platform",
                                                            "created", "git_commit") if k in here}}
     if root.is_dir() and not root.is_symlink():
-        text = json.dumps(verdict, indent=1, default=_plain) + "\n"
+        text = json.dumps(verdict, indent=1, default=_json_number) + "\n"
         temporary = root / f".{VERIFICATION}.tmp"
         temporary.write_text(text)
         temporary.replace(root / VERIFICATION)
 
 
-def _plain(value: Any) -> Any:
+def _json_number(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON")
@@ -573,8 +646,13 @@ def table(verdict: dict[str, Any], track: Track) -> str:
                 lines.append(f"{cell:<16} stored {row['stored_status']}, re-run {row['rerun_status']} "
                              f"({row.get('reason', '')}): " + ("agrees" if row["agrees"] else "MISMATCH"))
         if any(row.get("train_self_reported") for row in verdict["cells"]):
-            lines.append("* training score counted in the agent's process (JAX tier): self-reported, sealed "
-                         f"against edits; {score} in evaluation is counted here")
+            lines.append("* training score counted in the agent's process (JAX tier): self-reported (its "
+                         f"counters sealed against edits after stepping); {score} in evaluation is counted here")
+    if verdict.get("pooled"):
+        pooled = verdict["pooled"]
+        lines.append(f"pooled over {pooled['cells']} cells: stored scores exceed their re-runs by "
+                     f"{pooled['mean_excess']:+.3f} on average (tolerance {pooled['tolerance']:.3f}): "
+                     + ("agrees" if pooled["agrees"] else "MISMATCH"))
     if verdict.get("note"):
         lines.append(f"note: {verdict['note']}")
     lines.append(f"verdict: {verdict['verdict'].upper()}" + (

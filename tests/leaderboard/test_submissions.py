@@ -191,6 +191,13 @@ def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     ("symlink", "is a symbolic link"),
     ("torn", "cannot be read"),
     ("metadata", "submission.json lacks 'licence'"),
+    ("outside-grid", "is of L=2 seed 2, outside the grid of preset 'smoke+custom'"),
+    ("train-score", "contradicts itself: train success_rate 1.0 is not window_successes / window_episodes"),
+    ("train-window", "contradicts itself: train success_rate 1.0 is not window_successes / window_episodes = 0.0"),
+    ("deep-record", "nests JSON too deeply to be read"),
+    ("deep-metadata", "submission.json cannot be read (RecursionError"),
+    ("duplicate-key", "the key(s) 'agent' appear more than once"),
+    ("invisible", "must be plain text of at most 200 characters"),
 ])
 def test_a_malformed_submission_is_refused_before_anything_runs(honest, capsys, damage, message):
     broken = copy(honest, f"broken-{damage}")
@@ -220,7 +227,22 @@ def test_a_malformed_submission_is_refused_before_anything_runs(honest, capsys, 
         (results / "L2" / "seed1.json").write_text('{"schema": 1, "agent": ')
     elif damage == "metadata":
         del meta["licence"]
+    elif damage == "outside-grid":  # a copy of a real cell under a seed the preset does not have
+        record = json.loads((results / "L2" / "seed0.json").read_text())
+        (results / "L2" / "seed2.json").write_text(json.dumps(dict(record, seed=2)))
+    elif damage in ("train-score", "train-window"):
+        record = json.loads((results / "L3" / "seed1.json").read_text())
+        record["train"] |= {"success_rate": 1.0} | ({"window_episodes": 0} if damage == "train-window" else {})
+        (results / "L3" / "seed1.json").write_text(json.dumps(record))
+    elif damage == "deep-record":
+        (results / "L3" / "seed1.r1.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "invisible":
+        meta["authors"] = ["A. Re\u202esearcher"]
     (broken / "submission.json").write_text(json.dumps(meta))
+    if damage == "deep-metadata":
+        (broken / "submission.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "duplicate-key":
+        (broken / "submission.json").write_text(json.dumps(meta)[:-1] + ', "agent": "other:factory"}')
     code, out, verdict = verify(broken, "--k", "1", capsys=capsys)
     assert code == 1 and verdict["verdict"] == "malformed" and not verdict["cells"]
     assert any(message in problem for problem in verdict["problems"]), verdict["problems"]
@@ -410,3 +432,60 @@ def test_the_board_leaves_off_a_submission_it_cannot_read_and_says_why(honest, c
     assert "`random-agent`" in captured.out and "unreadable-metadata" not in captured.out
     assert "left off the board" in captured.err and "submission.json cannot be read" in captured.err
     shutil.rmtree(broken)
+
+
+def test_a_small_edit_on_every_cell_is_caught_pooled_and_exact_ignores_the_claimed_backend(honest, capsys):
+    """+0.1 on every stored evaluation score lies within each cell's tolerance (about 0.13 at 256 episodes) but
+    not within the pooled one; `--exact` compares exactly whatever the records' provenance claims."""
+    inflated = copy(honest, "inflated")
+    for path in (inflated / "results" / "random_walker_factory").rglob("seed*.json"):
+        record = json.loads(path.read_text())
+        record["eval"]["success_rate"] += 0.1
+        record["provenance"]["cpu"] = "another CPU (claimed)"
+        path.write_text(json.dumps(record))
+    code, out, verdict = verify(inflated, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "mismatch" and verdict["agreeing"] == 4
+    assert verdict["pooled"]["mean_excess"] == pytest.approx(0.1) and not verdict["pooled"]["agrees"]
+    assert "stored scores exceed their re-runs by +0.100 on average" in out
+    code, out, verdict = verify(inflated, "--k", "1", "--exact", capsys=capsys)
+    assert code == 1 and verdict["cells"][0]["rule"] == "exact (same backend)" and not verdict["cells"][0]["agrees"]
+
+
+TAMPERING_AGENT = RANDOM_AGENT + """
+import os
+import pathlib
+
+
+class Tampering(Agent):
+    def act(self, obs, start):
+        print("hello from the agent")
+        if os.environ.get("MEMGYM_TAMPER"):  # set only for the verification: its records are rewritten during it
+            for path in pathlib.Path("..", "results").rglob("seed*.json"):
+                path.write_text(path.read_text().replace('"success_rate": 0', '"success_rate": 1'))
+        return super().act(obs, start)
+
+
+def factory(context):
+    return Tampering(context)
+"""
+
+
+def test_files_changed_during_the_verification_make_it_malformed_and_the_agent_output_is_marked(
+        tmp_path, capfd, monkeypatch):
+    folder = make_submission(tmp_path, "tamperer", TAMPERING_AGENT, "tamperer")
+    monkeypatch.setenv("MEMGYM_TAMPER", "1")
+    assert main(["leaderboard", "verify", str(folder), "--k", "1"]) == 1
+    out, err = capfd.readouterr()
+    verdict = json.loads((folder / "verification.json").read_text())
+    assert verdict["verdict"] == "malformed"
+    assert "the submission's files changed while it was being verified" in verdict["problems"][0]
+    assert "  agent | hello from the agent" in err and "\nhello from the agent" not in err
+
+
+def test_invalid_action_types_are_named():
+    from memgym.leaderboard.any_tier import CellFailure, _checked_actions
+
+    with pytest.raises(CellFailure, match="act returned bool actions"):
+        _checked_actions(np.ones(2, bool), 2, 4, float("inf"))
+    with pytest.raises(CellFailure, match="act returned complex128 actions"):
+        _checked_actions(np.array([1 + 1j, 2]), 2, 4, float("inf"))
