@@ -55,7 +55,14 @@ def encode(meta: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) ->
 
 def decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The inverse of :func:`encode`. Only plain NumPy dtypes are read (no Python objects), and the arrays must
-    account for the message's bytes exactly."""
+    account for the message's bytes exactly; anything else is a ``ValueError``."""
+    try:
+        return _decode(data)
+    except (struct.error, TypeError, KeyError, IndexError, AttributeError, RecursionError) as error:
+        raise ValueError(f"a malformed message ({type(error).__name__}: {error})") from None
+
+
+def _decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     size = struct.unpack("!I", data[:4])[0]
     header = json.loads(data[4: 4 + size].decode())
     meta, layout = header["meta"], header["arrays"]
