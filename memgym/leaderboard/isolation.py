@@ -26,6 +26,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,6 +122,10 @@ class AgentProcess:
         # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
         environment = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", **(environment or {}))
         if code_dir is not None:
+            # its modules compile into a cache of its own: a submitted __pycache__ (code whose source is not the
+            # hashed one) is never read
+            self.cache = tempfile.TemporaryDirectory(prefix="memgym-agent-")
+            environment["PYTHONPYCACHEPREFIX"] = self.cache.name
             environment["PYTHONPATH"] = os.pathsep.join(
                 [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
         self.process = subprocess.Popen(
@@ -168,6 +173,8 @@ class AgentProcess:
             pass
         self.process.wait()
         self.output.join(timeout=5)
+        if getattr(self, "cache", None) is not None:
+            self.cache.cleanup()
 
     def __enter__(self) -> AgentProcess:
         return self

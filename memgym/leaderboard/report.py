@@ -77,7 +77,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     rows: dict[tuple[str, int, str], dict[str, Any]] = defaultdict(
         lambda: {"results": defaultdict(list), "planned": set()})
     stores = [store] * (store is not None) + [s.store() for s in submissions]
-    verified = {s.name: status(s) for s in submissions}
+    verified = {submission_label(s): status(s) for s in submissions}
     for record in _board_records(store, submissions, track):
         budget = record["preset"]
         row = rows[(record["agent"], int(record.get("version", 1)), budget["name"])]
@@ -174,7 +174,12 @@ def _board_records(store: ResultsStore | None, submissions: Sequence[Any], track
         yield from track.records(store)
     for submission in submissions:
         for record in track.records(submission.store()):
-            yield dict(record, agent=submission.name, version=1)
+            yield dict(record, agent=submission_label(submission), version=1)
+
+
+def submission_label(submission: Any) -> str:
+    """A submission's row: ``submissions/<name>`` (no reference agent's name has a slash, so none is taken over)."""
+    return f"submissions/{submission.name}"
 
 
 def _result_order(record: dict[str, Any]) -> tuple[int, str]:

@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.code_identity import code_hash, code_modules
+from memgym.leaderboard.limits import LIMITS
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
-from memgym.leaderboard.store import ResultsStore, provenance
+from memgym.leaderboard.store import CURVE_POINTS, ResultsStore, provenance
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
-from memgym.validation import check_real
+from memgym.validation import check_number, check_real
 
 METADATA = "submission.json"
 VERIFICATION = "verification.json"
 TEXT_FIELDS = ("framework", "licence", "hardware")
+COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib")  # importable code that is not a source file
 DERIVED = {"LEADERBOARD.md", "index.html", "board.json", "success_by_length.png", "learning_curves.png"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _LINK = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/?#=&+:@-]*)?$")
@@ -75,7 +77,16 @@ class Submission:
             return self.track.presets[name]
         for record in self.track.records(self.store()):
             if record["preset"].get("name") == name:
-                return self.track.budget_from_record(record["preset"])
+                try:
+                    budget = self.track.budget_from_record(record["preset"])
+                    for flag, number in (("--seeds", budget.seeds), ("--eval-episodes", budget.eval_episodes),
+                                         ("--steps", budget.total_steps)):
+                        check_number(flag, number, LIMITS[flag])
+                    self.track.check(budget)
+                except (TypeError, ValueError, KeyError) as error:
+                    raise ValueError(f"the budget of preset {name!r} in {record['path']} is not one memgym runs "
+                                     f"({error})") from None
+                return budget
         raise ValueError(f"no record carries the budget of preset {name!r}")
 
     def store(self) -> ResultsStore:
@@ -105,9 +116,11 @@ def load(path: str | os.PathLike) -> Submission:
         problems.append(f"a submission lives in a directory named submissions/, not in {resolved.parent.name}/")
     for folder, dirs, files in os.walk(resolved):
         for entry in [*dirs, *files]:
+            where = (Path(folder) / entry).relative_to(resolved)
             if (Path(folder) / entry).is_symlink():
-                problems.append(f"{(Path(folder) / entry).relative_to(resolved)} is a symbolic link; a submission "
-                                "holds its files itself")
+                problems.append(f"{where} is a symbolic link; a submission holds its files itself")
+            elif entry.endswith(COMPILED) and "__pycache__" not in where.parts:
+                problems.append(f"{where} is compiled code, which the code hash cannot cover; submit sources")
     try:
         meta = json.loads((root / METADATA).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
@@ -145,8 +158,8 @@ def _plain(text: str) -> bool:
 
 
 def load_all(directory: str | os.PathLike, track: Track) -> tuple[list[Submission], list[str]]:
-    """The submissions of ``track`` under ``directory`` (each folder with a ``submission.json``) and, for each
-    folder that cannot be loaded, what is wrong with it."""
+    """The submissions of ``track`` under ``directory`` (each folder with a ``submission.json``) that pass the
+    offline checks and, for each other folder, what is wrong with it."""
     found, problems = [], []
     for folder in sorted(Path(directory).iterdir()):
         if not (folder / METADATA).is_file():
@@ -156,7 +169,12 @@ def load_all(directory: str | os.PathLike, track: Track) -> tuple[list[Submissio
         except SubmissionError as error:
             problems.append(str(error))
             continue
-        if submission.track is track:
+        if submission.track is not track:
+            continue
+        wrong = offline_problems(submission)  # a board counts only records that pass the offline checks
+        if wrong:
+            problems.append(f"submission {submission.root.name}: " + "; ".join(wrong))
+        else:
             found.append(submission)
     return found, problems
 
@@ -319,10 +337,22 @@ def _inconsistency(record: dict[str, Any], track: Track, budget: Preset) -> str 
         return None
     score, train, evaluation = track.score, record["train"], record["eval"]
     total, window = score.total, f"window_{score.total}"
+    low, high = score.bounds
     try:
         curve = np.asarray(train["curve"], float)
         expected = train[window] / train["window_episodes"] if train["window_episodes"] else 0.0
+        per_episode = 1.0 if score.counted else max(abs(low), abs(high))  # how much one episode can add
         checks = [
+            (low <= evaluation[score.name] <= high and low <= train[score.name] <= high,
+             f"a score outside the track's range [{low:g}, {high:g}]"),
+            (not score.counted or abs(evaluation[score.name] * evaluation["episodes"]
+                                      - round(evaluation[score.name] * evaluation["episodes"])) < 1e-6,
+             f"eval {score.name} {evaluation[score.name]!r} is no count out of {evaluation['episodes']} episodes"),
+            (abs(train[total]) <= per_episode * train["episodes"]
+             and abs(train[window]) <= per_episode * train["window_episodes"]
+             and (np.abs(curve[:, 1]) <= per_episode * curve[:, 0] + 1e-9).all() if curve.ndim == 2 else False,
+             f"more {total} than episodes can give (in the totals, the window or the curve)"),
+            (curve.shape == (CURVE_POINTS, 2), f"a learning curve of shape {curve.shape}, not ({CURVE_POINTS}, 2)"),
             (abs(train[score.name] - expected) <= 1e-9 * max(1.0, abs(expected)),
              f"train {score.name} {train[score.name]!r} is not {window} / window_episodes = {expected!r}"),
             (0 <= train["window_episodes"] <= train["episodes"] <= train["steps"],
@@ -334,7 +364,7 @@ def _inconsistency(record: dict[str, Any], track: Track, budget: Preset) -> str 
             (evaluation["episodes"] == budget.eval_episodes,
              f"eval episodes {evaluation['episodes']} are not the budget's {budget.eval_episodes}"),
         ]
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
         return f"its counters cannot be read ({type(error).__name__}: {error})"
     return next((message for ok, message in checks if not ok), None)
 
@@ -349,12 +379,11 @@ def _relative(path: Path, submission: Submission) -> str:
 def digest(submission: Submission) -> str:
     """SHA-256 over every file of the submission but its verdict, the board files that ``run`` writes into its
     results folder (regenerated, PNGs differ by matplotlib) and Python's caches: what a verdict was reached on."""
-    sha = hashlib.sha256()
     derived = {submission.root / VERIFICATION, *(submission.results_dir / name for name in DERIVED)}
-    for path in sorted(p for p in submission.root.rglob("*") if p.is_file() and p not in derived
-                       and "__pycache__" not in p.parts):
-        sha.update(str(path.relative_to(submission.root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return sha.hexdigest()
+    lines = [f"{hashlib.sha256(path.read_bytes()).hexdigest()} {json.dumps(str(path.relative_to(submission.root)))}"
+             for path in sorted(p for p in submission.root.rglob("*") if p.is_file() and p not in derived
+                                and "__pycache__" not in p.parts)]  # one line per file: nothing can shift
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def first_results(submission: Submission) -> dict[tuple[Any, int], dict[str, Any]]:
@@ -583,6 +612,10 @@ def _rerun(submission: Submission, tier: str, sample: list[tuple[Any, int]], cel
                     results[cell] = cell_outcome(track, budget, state, seal, params, evaluated)
             except isolation.AgentProcessError as error:
                 results.update({cell: str(error) for cell in cells})
+            except Exception as error:  # noqa: BLE001 - what the agent's process sent cannot be evaluated here
+                results.update({cell: f"the agent's process sent a training result that cannot be evaluated "
+                                      f"({type(error).__name__}: {str(error)[:300]})" for cell in cells
+                                if cell not in results})
             log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: trained in "
                 f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
     return [results[cell] for cell in sample]

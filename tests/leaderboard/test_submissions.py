@@ -160,7 +160,7 @@ def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
     assert verdict["digest"] == submission.digest(submission.load(honest))
     assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
     board = capsys.readouterr().out
-    assert "| verified |" in board and "`random-agent`" in board and "| 4/4 |" in board
+    assert "| verified |" in board and "`submissions/random-agent`" in board and "| 4/4 |" in board
 
 
 def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
@@ -193,11 +193,14 @@ def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     ("metadata", "submission.json lacks 'licence'"),
     ("outside-grid", "is of L=2 seed 2, outside the grid of preset 'smoke+custom'"),
     ("train-score", "contradicts itself: train success_rate 1.0 is not window_successes / window_episodes"),
-    ("train-window", "contradicts itself: train success_rate 1.0 is not window_successes / window_episodes = 0.0"),
+    ("train-window", "contradicts itself: more successes than episodes can give"),
     ("deep-record", "nests JSON too deeply to be read"),
     ("deep-metadata", "submission.json cannot be read (RecursionError"),
     ("duplicate-key", "the key(s) 'agent' appear more than once"),
     ("invisible", "must be plain text of at most 200 characters"),
+    ("score-range", "a score outside the track's range [0, 1]"),
+    ("short-curve", "a learning curve of shape (19, 2), not (20, 2)"),
+    ("compiled", "code/helper.cpython-311.pyc is compiled code, which the code hash cannot cover"),
 ])
 def test_a_malformed_submission_is_refused_before_anything_runs(honest, capsys, damage, message):
     broken = copy(honest, f"broken-{damage}")
@@ -236,6 +239,17 @@ def test_a_malformed_submission_is_refused_before_anything_runs(honest, capsys, 
         (results / "L3" / "seed1.json").write_text(json.dumps(record))
     elif damage == "deep-record":
         (results / "L3" / "seed1.r1.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "score-range":  # consistent everywhere but far above what a success rate can be
+        record = json.loads((results / "L3" / "seed1.json").read_text())
+        record["eval"]["success_rate"] = 1000.0
+        (results / "L3" / "seed1.json").write_text(json.dumps(record))
+    elif damage == "short-curve":  # the last two bins merged: the sums still match
+        record = json.loads((results / "L3" / "seed1.json").read_text())
+        curve = record["train"]["curve"]
+        record["train"]["curve"] = curve[:18] + [[curve[18][0] + curve[19][0], curve[18][1] + curve[19][1]]]
+        (results / "L3" / "seed1.json").write_text(json.dumps(record))
+    elif damage == "compiled":
+        (broken / "code" / "helper.cpython-311.pyc").write_bytes(b"\0" * 16)
     elif damage == "invisible":
         meta["authors"] = ["A. Re\u202esearcher"]
     (broken / "submission.json").write_text(json.dumps(meta))
@@ -264,7 +278,8 @@ def test_the_board_shows_metadata_as_text_never_as_markup(honest, tmp_path):
     out = tmp_path / "board"
     report.write_report(None, out, TMAZE, [submission.load(honest)])
     page = (out / "index.html").read_text()
-    assert "<td>random-agent</td>" in page and ("<td>not verified</td>" in page or "<td>4/4</td>" in page)
+    assert "<td>submissions/random-agent</td>" in page
+    assert "<td>not verified</td>" in page or "<td>4/4</td>" in page
     assert "<script" not in page
 
 
@@ -425,29 +440,58 @@ def test_messages_refuse_objects_and_bytes_no_array_accounts_for():
             decode(forged)
 
 
-def test_the_board_leaves_off_a_submission_it_cannot_read_and_says_why(honest, capsys):
+def test_the_board_leaves_off_a_submission_it_cannot_check_and_says_why(honest, capsys):
     broken = copy(honest, "unreadable-metadata")
     (broken / "submission.json").write_text("{not json")
+    incomplete = copy(honest, "missing-cell")
+    (incomplete / "results" / "random_walker_factory" / "L3" / "seed0.json").unlink()
     assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
     captured = capsys.readouterr()
-    assert "`random-agent`" in captured.out and "unreadable-metadata" not in captured.out
+    assert "`submissions/random-agent`" in captured.out
+    assert "unreadable-metadata" not in captured.out and "missing-cell`" not in captured.out
     assert "left off the board" in captured.err and "submission.json cannot be read" in captured.err
+    assert "submission missing-cell: planned cells without a result: L=3 seed 0" in captured.err
     shutil.rmtree(broken)
+    shutil.rmtree(incomplete)
+
+
+def test_a_submission_named_like_a_reference_agent_leaves_its_row_alone(honest, tmp_path, capsys):
+    folder = tmp_path / "named" / "submissions" / "a2c-cpu-gru"
+    shutil.copytree(honest, folder, ignore=shutil.ignore_patterns("verification.json"))
+    meta = json.loads((folder / "submission.json").read_text())
+    (folder / "submission.json").write_text(json.dumps(dict(meta, name="a2c-cpu-gru")))
+    reference = Path(__file__).resolve().parents[2] / "docs" / "leaderboard" / "tmaze-cpu"
+    assert main(["leaderboard", "show", "--results", str(reference), "--submissions", str(folder.parent)]) == 0
+    board = capsys.readouterr().out
+    assert "| 2 | `a2c-cpu-gru` | 0.97 [0.91, 1.00] | 15/15 |" in board and board.count("| reference |") == 15
+    assert "| — | `submissions/a2c-cpu-gru` |" in board and "| not verified |" in board
+
+
+def test_the_digest_tells_apart_files_whose_bytes_only_moved_between_them(honest):
+    moved = copy(honest, "moved-bytes")
+    sub = submission.load(moved)
+    carrier, target = moved / "results" / "carrier.x", moved / "results" / "random_walker_factory" / "L2" / "x.json"
+    carrier.write_bytes(b"pad\0results/random_walker_factory/L2/x.json\0forged")
+    before = submission.digest(sub)
+    carrier.write_bytes(b"pad")
+    target.write_bytes(b"forged")
+    assert submission.digest(sub) != before
+    shutil.rmtree(moved)
 
 
 def test_a_small_edit_on_every_cell_is_caught_pooled_and_exact_ignores_the_claimed_backend(honest, capsys):
-    """+0.1 on every stored evaluation score lies within each cell's tolerance (about 0.13 at 256 episodes) but
-    not within the pooled one; `--exact` compares exactly whatever the records' provenance claims."""
+    """+26 successes of 256 episodes (+0.10) on every stored evaluation score lies within each cell's tolerance
+    (about 0.13) but not within the pooled one; `--exact` compares exactly whatever the provenance claims."""
     inflated = copy(honest, "inflated")
     for path in (inflated / "results" / "random_walker_factory").rglob("seed*.json"):
         record = json.loads(path.read_text())
-        record["eval"]["success_rate"] += 0.1
+        record["eval"]["success_rate"] += 26 / 256
         record["provenance"]["cpu"] = "another CPU (claimed)"
         path.write_text(json.dumps(record))
     code, out, verdict = verify(inflated, "--k", "4", "--sample-seed", "0", capsys=capsys)
     assert code == 1 and verdict["verdict"] == "mismatch" and verdict["agreeing"] == 4
-    assert verdict["pooled"]["mean_excess"] == pytest.approx(0.1) and not verdict["pooled"]["agrees"]
-    assert "stored scores exceed their re-runs by +0.100 on average" in out
+    assert verdict["pooled"]["mean_excess"] == pytest.approx(26 / 256) and not verdict["pooled"]["agrees"]
+    assert "stored scores exceed their re-runs by +0.102 on average" in out
     code, out, verdict = verify(inflated, "--k", "1", "--exact", capsys=capsys)
     assert code == 1 and verdict["cells"][0]["rule"] == "exact (same backend)" and not verdict["cells"][0]["agrees"]
 
