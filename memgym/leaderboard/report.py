@@ -18,7 +18,7 @@ import numpy as np
 
 from memgym.leaderboard.planning import version_label
 from memgym.leaderboard.stats import summarize
-from memgym.leaderboard.store import ResultsStore
+from memgym.leaderboard.store import ResultsStore, result_order
 from memgym.leaderboard.tracks import TMAZE, Track
 
 
@@ -92,7 +92,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
         counts = {"planned": len(cells), "ok": 0, "failed": 0, "missing": 0}
         missing, collapsed, repeats, total_steps = [], [], 0, None
         for value, seed in cells:
-            results = sorted(row["results"].get((value, seed), []), key=_result_order)
+            results = sorted(row["results"].get((value, seed), []), key=result_order)
             ok = [r for r in results if r["status"] == "ok"]
             if ok:
                 counts["ok"] += 1
@@ -180,14 +180,6 @@ def _board_records(store: ResultsStore | None, submissions: Sequence[Any], track
 def submission_label(submission: Any) -> str:
     """A submission's row: ``submissions/<name>`` (no reference agent's name has a slash, so none is taken over)."""
     return f"submissions/{submission.name}"
-
-
-def _result_order(record: dict[str, Any]) -> tuple[int, str]:
-    """Results of a cell oldest first: ``seed<s>.json``, then ``seed<s>.r1.json``, ``.r2`` … (numerically)."""
-    name = Path(record.get("path", "")).name
-    parts = name.split(".")
-    index = int(parts[1][1:]) if len(parts) == 3 and parts[1][:1] == "r" and parts[1][1:].isdigit() else 0
-    return index, name
 
 
 def _mean_curve(curves: list[list[list[float]]], total_steps: int, name: str) -> dict[str, list[float]]:

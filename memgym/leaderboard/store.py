@@ -240,6 +240,14 @@ class ResultsStore:
         return record if problem is None else problem
 
 
+def result_order(record: dict[str, Any]) -> tuple[int, str]:
+    """Results of a cell oldest first: ``seed<s>.json``, then ``seed<s>.r1.json``, ``.r2`` … (numerically)."""
+    name = Path(record.get("path", "")).name
+    parts = name.split(".")
+    index = int(parts[1][1:]) if len(parts) == 3 and parts[1][:1] == "r" and parts[1][1:].isdigit() else 0
+    return index, name
+
+
 def _result_index(name: str, seed: int) -> int | None:
     """0 for ``seed<s>.json``, n for ``seed<s>.r<n>.json``, None for other names."""
     stem = name[: -len(".json")] if name.endswith(".json") else None

@@ -27,7 +27,7 @@ import numpy as np
 from memgym.leaderboard.code_identity import code_hash, code_modules
 from memgym.leaderboard.limits import LIMITS
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
-from memgym.leaderboard.store import CURVE_POINTS, ResultsStore, provenance
+from memgym.leaderboard.store import CURVE_POINTS, ResultsStore, provenance, result_order
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
 from memgym.validation import check_number, check_real
 
@@ -391,11 +391,9 @@ def first_results(submission: Submission) -> dict[tuple[Any, int], dict[str, Any
     cells: dict[tuple[Any, int], list[dict[str, Any]]] = defaultdict(list)
     for record in submission.track.records(submission.store()):
         cells[(record[submission.track.sweep.name], record["seed"])].append(record)
-    from memgym.leaderboard.report import _result_order
-
     chosen = {}
     for cell, records in cells.items():
-        records.sort(key=_result_order)
+        records.sort(key=result_order)
         chosen[cell] = next((r for r in records if r["status"] == "ok"), records[0])
     return chosen
 
