@@ -11,6 +11,7 @@ and :class:`memgym.agents.host.HostLoop`) record the same steps: docs/internals.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol, runtime_checkable
 
 import jax
@@ -21,6 +22,7 @@ from gymnax.environments.environment import Environment
 from memgym.agents.config import resolve_memory
 from memgym.agents.metrics import episode_sums
 from memgym.agents.spec import EnvSpec
+from memgym.envs import gymnax_compat
 from memgym.envs.functional import EpisodeStatistics
 from memgym.memory.batching import any_in_batch
 
@@ -237,7 +239,7 @@ class BaseTrainer:
         of the episodes that finished (:func:`~memgym.agents.metrics.episode_sums`).
         """
         num_envs = self.config.num_envs
-        step = jax.vmap(self._functional_env().step, in_axes=(0, 0, 0, None))
+        step = jax.vmap(functools.partial(gymnax_compat.step, self._functional_env()), in_axes=(0, 0, 0, None))
 
         def one_step(runner, _):
             env_state, obs, start, carry, key = runner

@@ -14,6 +14,12 @@ their own, their params are a pytree (so T-Maze's corridor length can be
   ``is_truncated`` (the time limit), ``default_params``, ``num_actions``,
   ``observation_space(params)`` / ``action_space(params)`` (gymnax spaces).
 
+That is gymnax 1.0's contract. Under gymnax 0.0.9 ``step`` and ``step_env`` return
+0.0.9's five values ``(obs, state, reward, done, info)`` instead, with ``done =
+terminated | truncated`` and the flags and final observation in ``info``; memgym's
+own code steps every environment through :mod:`memgym.envs.gymnax_compat`, which
+gives it the six values above under either version.
+
 An environment's ``info`` holds only what the environment knows about a
 transition (T-Maze: ``success``). This module adds what memgym needs around them:
 
@@ -32,6 +38,7 @@ Both adapters refuse, with a message, to run where JAX would hang (:func:`check_
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 import sys
@@ -42,6 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import environment, spaces
+
+from memgym.envs import gymnax_compat
 
 Environment = environment.Environment
 
@@ -82,8 +91,9 @@ class StatefulWrapper(Environment):
     :meth:`step` steps the inner environment with the inner ``step`` — its
     auto-reset included — so only the inner environment starts a new episode
     while the wrapper's fields carry on; :meth:`step_env` is the same without
-    auto-reset (it returns gymnax's five values; :meth:`is_truncated` reads the
-    inner time limit). Random keys pass through unchanged: stepping the wrapper
+    auto-reset (both return what the installed gymnax expects, through
+    :mod:`~memgym.envs.gymnax_compat`; :meth:`is_truncated` reads the inner
+    time limit). Random keys pass through unchanged: stepping the wrapper
     draws exactly what stepping the inner environment draws. Spaces, default params
     and rendering are the inner environment's.
 
@@ -157,21 +167,25 @@ class StatefulWrapper(Environment):
         return obs, self.init(inner, params)
 
     def step_env(self, key, state, action, params):
-        """One transition of the inner environment without auto-reset, counted: gymnax's five values."""
-        inner_params = self.inner_params(params)
-        obs, inner, reward, terminated, info = self.inner.step_env(key, state.inner, action, inner_params)
-        truncated = self.inner.is_truncated(inner, inner_params)
+        """One transition of the inner environment without auto-reset, counted (gymnax's ``step_env`` values)."""
+        obs, inner, reward, terminated, truncated, info = gymnax_compat.step_env(
+            self.inner, key, state.inner, action, self.inner_params(params)
+        )
         state, info = self.update(state, action, reward, terminated, truncated, info, params)
-        return obs, dataclasses.replace(state, inner=inner), reward, terminated, info
+        return gymnax_compat.step_env_returns(
+            obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
+        )
 
     def step(self, key, state, action, params=None):
         """The inner environment's ``step`` (auto-reset of the inner state only) plus :meth:`update`."""
         params = self.default_params if params is None else params
-        obs, inner, reward, terminated, truncated, info = self.inner.step(
-            key, state.inner, action, self.inner_params(params)
+        obs, inner, reward, terminated, truncated, info = gymnax_compat.step(
+            self.inner, key, state.inner, action, self.inner_params(params)
         )
         state, info = self.update(state, action, reward, terminated, truncated, info, params)
-        return obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
+        return gymnax_compat.step_returns(
+            obs, dataclasses.replace(state, inner=inner), reward, terminated, truncated, info
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,14 +297,8 @@ class GymnasiumAdapter(_PicklesJaxState, gym.Env):
         self._compile()
 
     def _compile(self) -> None:
-        env = self.env
-
-        def transition(key, state, action, params):
-            obs, state, reward, terminated, info = env.step_env(key, state, action, params)
-            return obs, state, reward, terminated, env.is_truncated(state, params), info
-
-        self._reset = jax.jit(env.reset_env)
-        self._step = jax.jit(transition)
+        self._reset = jax.jit(self.env.reset_env)
+        self._step = jax.jit(functools.partial(gymnax_compat.step_env, self.env))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -360,6 +368,7 @@ class GymnasiumVectorAdapter(_PicklesJaxState, gym.vector.VectorEnv):
 
     def _compile(self) -> None:
         env = self.env
+        env_step = jax.vmap(functools.partial(gymnax_compat.step, env), in_axes=(0, 0, 0, None))
 
         def reset(keys, params):
             keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
@@ -368,9 +377,7 @@ class GymnasiumVectorAdapter(_PicklesJaxState, gym.vector.VectorEnv):
 
         def step(keys, state, actions, params):
             keys, step_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                step_keys, state, actions, params
-            )
+            obs, state, reward, terminated, truncated, info = env_step(step_keys, state, actions, params)
             return keys, obs, state, reward, terminated, truncated, info
 
         self._reset = jax.jit(reset)

@@ -6,7 +6,8 @@
 
     env, params = memgym.envs.make_jax("memgym/TMaze-v0", corridor_length=32)  # like gymnax.make
     obs, state = env.reset(key, params)
-    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)  # gymnax 1.0
+    obs, state, reward, done, info = env.step(key, state, action, params)  # gymnax 0.0.9
 
 ``corridor_length`` and ``max_steps_in_episode`` are *traced* fields of
 :class:`TMazeParams`: one jitted ``step`` serves any length, and ``jax.vmap``
@@ -15,22 +16,24 @@ over a batch of params runs environments of different lengths side by side
 ``info["success"]`` is True on the step that ends an episode with the correct
 turn; ``step`` adds gymnax's ``info["final_observation"]``. Episode statistics
 come from :class:`memgym.envs.functional.EpisodeStatistics` (the trainers wrap it).
-Importing this module registers ``memgym/TMaze-v0`` with gymnax
-(``gymnax.make("memgym/TMaze-v0")``).
+Under gymnax 0.0.9 ``step`` and ``step_env`` return its five values, ``done = terminated |
+truncated`` fourth, and ``info`` carries ``terminated``, ``truncated`` and ``final_observation``
+(:mod:`memgym.envs.gymnax_compat`). Importing this module registers ``memgym/TMaze-v0`` with
+gymnax 1.0 (``gymnax.make("memgym/TMaze-v0")``); gymnax 0.0.9 has no registry, and
+``memgym.envs.make_jax`` builds it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from memgym.envs import tmaze
+from memgym.envs import gymnax_compat, tmaze
 from memgym.envs.functional import GymnasiumAdapter, GymnasiumVectorAdapter, check_not_forked
 
 GYMNAX_ID = "memgym/TMaze-v0"
@@ -154,8 +157,9 @@ class TMazeJax(environment.Environment[TMazeState, TMazeParams]):
         return self._observation(state, bits[1:], params), state
 
     def step_env(self, key, state, action, params):
-        """One transition (same rules as :func:`memgym.envs.tmaze.transition`): gymnax's
-        ``(obs, state, reward, terminated, info)``; :meth:`is_truncated` is the time limit."""
+        """One transition (same rules as :func:`memgym.envs.tmaze.transition`): gymnax 1.0's
+        ``(obs, state, reward, terminated, info)``, :meth:`is_truncated` being the time limit; under
+        gymnax 0.0.9 its ``(obs, state, reward, done, info)`` (:func:`~memgym.envs.gymnax_compat.step_env_returns`)."""
         action = jnp.asarray(action, jnp.int32)
         junction = params.corridor_length - 1
         at_junction = state.position == junction
@@ -171,7 +175,8 @@ class TMazeJax(environment.Environment[TMazeState, TMazeParams]):
         ).astype(jnp.float32)
         new_state = TMazeState(time=state.time + 1, position=position, goal=state.goal, terminated=terminated)
         obs = self._observation(new_state, _random_bits(key, params.num_distractors), params)
-        return obs, new_state, reward, terminated, {"success": success}
+        truncated = self.is_truncated(new_state, params)
+        return gymnax_compat.step_env_returns(obs, new_state, reward, terminated, truncated, {"success": success})
 
     def is_terminated(self, state: TMazeState, params: TMazeParams) -> jax.Array:
         return state.terminated
@@ -207,5 +212,4 @@ def make_gymnasium_tmaze_vector(num_envs: int = 1, render_mode: str | None = Non
     return GymnasiumVectorAdapter(env, env.default_params, num_envs=num_envs, render_mode=render_mode)
 
 
-if GYMNAX_ID not in gymnax.registered_envs:
-    gymnax.register(GYMNAX_ID, TMazeJax)
+gymnax_compat.register(GYMNAX_ID, TMazeJax)

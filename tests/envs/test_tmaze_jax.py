@@ -1,9 +1,14 @@
 """The pure-JAX T-Maze twin: functional API, vmapping over corridor lengths, parity with Gymnasium;
-the episode statistics wrapper and stateful wrappers of :mod:`memgym.envs.functional` on it."""
+the episode statistics wrapper and stateful wrappers of :mod:`memgym.envs.functional` on it.
+
+The tests step environments as memgym's own code does, through :mod:`memgym.envs.gymnax_compat`
+(six values under gymnax 1.0 and 0.0.9 alike); the installed gymnax's own contract is checked by
+``test_step_and_step_env_follow_the_installed_gymnax``."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import gymnasium as gym
 import jax
@@ -16,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memgym  # noqa: F401
+from memgym.envs import gymnax_compat
 from memgym.envs.functional import EpisodeStatistics, StatefulWrapper, track_episodes
 from memgym.envs.tmaze import TMazeEnv
 from memgym.envs.tmaze_jax import TMazeJax, make_gymnasium_tmaze, tmaze_params
@@ -24,12 +30,16 @@ ENV = TMazeJax()
 STATS_ENV = EpisodeStatistics(ENV)
 
 
-@jax.jit
-def STEP_ENV(key, state, action, params):
-    """One transition without auto-reset, with gymnax's time limit: six values like Gymnasium's step."""
-    obs, state, reward, terminated, info = ENV.step_env(key, state, action, params)
-    return obs, state, reward, terminated, ENV.is_truncated(state, params), info
 
+def six_values(env, method=gymnax_compat.step):
+    """``env``'s auto-resetting step (or, with ``gymnax_compat.step_env``, one transition without reset) as
+    six values like Gymnasium's step, jitted: ``(key, state, action, params) -> (obs, state, reward,
+    terminated, truncated, info)``."""
+    return jax.jit(functools.partial(method, env))
+
+
+STEP = six_values(ENV)
+STEP_ENV = six_values(ENV, gymnax_compat.step_env)
 
 RESET = jax.jit(ENV.reset)
 
@@ -134,7 +144,7 @@ def _rollout(params, key, policy: str, steps: int):
             at_junction = state.inner.position == params.corridor_length - 1
             turn = 2 + (goal_memory if policy == "optimal" else 1 - goal_memory)
             action = jnp.where(at_junction, turn, 0)
-            obs, state, reward, term, trunc, info = jax.vmap(STATS_ENV.step)(
+            obs, state, reward, term, trunc, info = jax.vmap(six_values(STATS_ENV))(
                 jax.random.split(key, n), state, action, params
             )
             return (obs, state, goal_memory), (reward, info)
@@ -178,18 +188,57 @@ def test_auto_reset_starts_a_fresh_episode_with_a_visible_cue():
     params = tmaze_params(corridor_length=2)
     key = jax.random.key(3)
     obs, state = ENV.reset(key, params)
-    obs, state, reward, term, trunc, info = ENV.step(key, state, 0, params)
+    obs, state, reward, term, trunc, info = STEP(key, state, 0, params)
     assert not term and int(state.position) == 1 and float(obs[:2].sum()) == 0.0
-    obs, state, reward, term, trunc, info = ENV.step(key, state, 2, params)
+    obs, state, reward, term, trunc, info = STEP(key, state, 2, params)
     assert term and int(state.position) == 0 and int(state.time) == 0 and float(obs[:2].sum()) == 1.0
     assert float(info["final_observation"][:2].sum()) == 0.0 and info["final_observation"][2:10].tolist() == [0] * 7 + [1]
+
+
+def test_step_and_step_env_follow_the_installed_gymnax():
+    """The environments' own ``step``/``step_env`` return what the installed gymnax expects — 1.0: six values
+    (``step_env``: five, the time limit left to ``is_truncated``); 0.0.9: five, ``done = terminated | truncated``
+    fourth, the flags and the final observation in ``info`` — and memgym's six values agree with them."""
+    params = tmaze_params(corridor_length=2, max_episode_steps=3)
+    for env in (ENV, STATS_ENV):
+        key = jax.random.key(4)
+        _, state = env.reset(key, params)
+        script = [(1, None), (1, None), (1, "truncated"), (0, None), ("turn", "terminated")]  # a timeout, then a win
+        for t, (action, end) in enumerate(script):
+            key = jax.random.fold_in(key, t)
+            tmaze_state = getattr(state, "inner", state)
+            action = 2 + int(tmaze_state.goal) if action == "turn" else action
+            obs, after, reward, terminated, truncated, info = gymnax_compat.step(env, key, state, action, params)
+            assert (bool(terminated), bool(truncated)) == (end == "terminated", end == "truncated")
+            assert int(getattr(after, "inner", after).time) == (0 if end else t % 3 + 1)  # auto-reset on either
+            assert float(info["final_observation"][:2].sum()) == 0.0  # the cue shows in the first observation only
+            if end:  # the next episode's first observation, with its cue; the finished one's last in info
+                assert float(obs[:2].sum()) == 1.0
+            else:
+                np.testing.assert_array_equal(info["final_observation"], obs)
+            native = env.step(key, state, action, params)
+            native_one = env.step_env(key, state, action, params)
+            assert len(native_one) == 5 and float(native_one[2]) == float(reward)
+            if gymnax_compat.FIVE_VALUE_STEP:
+                assert len(native) == 5 and bool(native[3]) == bool(native_one[3]) == (end is not None)
+                for name, flag in (("terminated", terminated), ("truncated", truncated)):
+                    assert bool(native[4][name]) == bool(native_one[4][name]) == bool(flag)
+                np.testing.assert_array_equal(native_one[4]["final_observation"], native_one[0])
+            else:
+                assert len(native) == 6 and (bool(native[3]), bool(native[4])) == (bool(terminated), bool(truncated))
+                assert bool(native_one[3]) == bool(terminated)
+                assert not set(native_one[4]) & set(gymnax_compat.STEP_INFO_KEYS)  # step adds them, not step_env
+            np.testing.assert_array_equal(native[0], obs)
+            for a, b in zip(jax.tree.leaves(native[1]), jax.tree.leaves(after), strict=True):
+                np.testing.assert_array_equal(a, b)
+            state = after
 
 
 def test_distractors_are_fair_and_same_key_same_stream():
     params = tmaze_params(corridor_length=jnp.full((4096,), 200))
     keys = jax.random.split(jax.random.key(0), 4096)
     obs, state = jax.vmap(ENV.reset)(keys, params)
-    obs2, _, *_ = jax.vmap(ENV.step)(keys, state, jnp.zeros(4096, jnp.int32), params)
+    obs2, _, *_ = jax.vmap(STEP)(keys, state, jnp.zeros(4096, jnp.int32), params)
     distractors = np.asarray(obs2[:, 10:])
     assert np.all(np.abs(distractors.mean(axis=0) - 0.5) < 0.03)
     assert abs(np.asarray(state.goal).mean() - 0.5) < 0.03
@@ -231,8 +280,8 @@ def test_tmaze_keeps_no_episode_statistics():
 def test_episode_statistics_count_returns_and_lengths_across_auto_resets():
     """Random actions on a short maze (terminations and time-limit truncations) against a hand count."""
     params = tmaze_params(3, max_episode_steps=5)
-    step = jax.jit(STATS_ENV.step)
-    inner_step = jax.jit(ENV.step)
+    step = six_values(STATS_ENV)
+    inner_step = STEP
     obs, state = STATS_ENV.reset(jax.random.key(0), params)
     inner_obs, inner_state = ENV.reset(jax.random.key(0), params)
     np.testing.assert_array_equal(obs, inner_obs)
@@ -312,7 +361,7 @@ jax.tree_util.register_dataclass(_CountedState, data_fields=["inner", "episodes"
 def test_stateful_wrappers_nest_and_only_the_innermost_env_resets():
     env = EpisodeStatistics(_Counted(ENV))
     params = tmaze_params(2, max_episode_steps=3)
-    step = jax.jit(env.step)
+    step = six_values(env)
     _, state = env.reset(jax.random.key(0), params)
     episodes = 0
     for t in range(30):
