@@ -469,44 +469,75 @@ def markdown(summary: dict[str, Any], sensitivity: list[dict[str, Any]], images:
 
 
 def plot_returns(summary: dict[str, Any], path: Path) -> bool:
-    """Fig. 6 style: a panel per (preset, task), evaluation return per batching with 95% intervals, a line per model."""
-    from memgym.leaderboard.report import finish_panels, panel_grid, pyplot
+    """Fig. 6 style: a panel per (preset, task), evaluation return per batching with 95% intervals, a line per model
+    (one style per model in every panel, the legend beside the panels); False without matplotlib or returns."""
+    from memgym.leaderboard.report import save_figure
+
+    return save_figure(returns_figure(summary), path)
+
+
+def returns_figure(summary: dict[str, Any]):
+    """The figure of :func:`plot_returns` (a matplotlib ``Figure``), or None without matplotlib or returns."""
+    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
 
     plt = pyplot()
     rows = [r for r in summary["rows"] if "mean" in r]
     if plt is None or not rows:
-        return False
+        return None
     panels = sorted({(r["preset"], r["task"]) for r in rows}, key=lambda p: (p[0], TASKS.index(p[1])))
+    models = sorted({r["model"] for r in rows}, key=_model_order)
+    styles = series_styles(models)
     figure, axes = panel_grid(plt, len(panels), height=3.2)
     for axis, (preset, task) in zip(axes.flat, panels):
         part = [r for r in rows if r["preset"] == preset and r["task"] == task]
         batchings = sorted({r["batching"] for r in part}, key=lambda b: 0 if b == "tbb" else int(b[3:]))
-        for model in sorted({r["model"] for r in part}, key=MODELS.index):
+        drawn = sorted({r["model"] for r in part}, key=_model_order)
+        width = min(0.3, 0.05 * len(drawn))  # the models side by side at each batching, equal returns all seen
+        for place, model in enumerate(drawn):
             by = {r["batching"]: r for r in part if r["model"] == model}
             at = [i for i, b in enumerate(batchings) if b in by]
             mean = np.array([by[batchings[i]]["mean"] for i in at])
             low = mean - np.array([by[batchings[i]]["ci_low"] for i in at])
             high = np.array([by[batchings[i]]["ci_high"] for i in at]) - mean
-            axis.errorbar(at, mean, yerr=[low, high], marker="o", capsize=3, label=model)
+            shift = width * (place / (len(drawn) - 1) - 0.5) if len(drawn) > 1 else 0.0
+            axis.errorbar(np.array(at) + shift, mean, yerr=[low, high], capsize=3, label=model, **styles[model])
         axis.set_xticks(range(len(batchings)), [batching_label(b) for b in batchings], fontsize=8)
+        axis.set_xlim(-0.5, len(batchings) - 0.5)
         axis.set(title=f"{task} ({preset})", ylabel="evaluation return", ylim=(-1.05, 1.05))
-        axis.legend(fontsize=7)
-    return finish_panels(plt, figure, axes, len(panels), path)
+    arrange_panels(figure, axes, len(panels))
+    return figure
+
+
+def _model_order(model: str) -> tuple[int, str]:
+    return (MODELS.index(model) if model in MODELS else len(MODELS), model)
 
 
 def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
-    """Fig. 3 style: the share of ``|∂Q/∂o_i|`` per lag, and its cumulative share, TBB vs SBB."""
-    from memgym.leaderboard.report import finish_panels, pyplot
+    """Fig. 3 style: the share of ``|∂Q/∂o_i|`` per lag, and its cumulative share, TBB vs SBB (a style per
+    policy, the legend beside the panels); False without matplotlib or results."""
+    from memgym.leaderboard.report import save_figure
+
+    return save_figure(sensitivity_figure(sensitivity), path)
+
+
+def sensitivity_figure(sensitivity: list[dict[str, Any]]):
+    """The figure of :func:`plot_sensitivity`, or None without matplotlib or results."""
+    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
 
     plt = pyplot()
     if plt is None or not sensitivity:
-        return False
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
-    for result in sensitivity:
-        label = f"{result['model']} {batching_label(result['batching'])}"
+        return None
+    figure, axes = panel_grid(plt, 2, width=5.0, height=3.5)
+    left, right = axes.flat
+    tasks = len({result["task"] for result in sensitivity})
+    labels = [f"{result['model']} {batching_label(result['batching'])}" + (f" ({result['task']})" if tasks > 1 else "")
+              for result in sensitivity]
+    styles = series_styles(list(dict.fromkeys(labels)))
+    for place, (label, result) in enumerate(zip(labels, sensitivity)):
         share = np.asarray(result["share"])
-        left.plot(result["lag"], share, marker=".", label=label)
-        right.plot(result["lag"], np.cumsum(share), label=label)
+        every = (place % 5, 5)  # a marker every fifth lag, the policies' markers staggered
+        left.plot(result["lag"], share, markersize=4, markevery=every, label=label, **styles[label])
+        right.plot(result["lag"], np.cumsum(share), markersize=4, markevery=every, label=label, **styles[label])
         if result["batching"] != "tbb":
             for axis in (left, right):
                 axis.axvline(int(result["batching"][3:]), color="red", linestyle=":", linewidth=1)
@@ -514,8 +545,8 @@ def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
              ylabel="share of the total")
     right.set(title="cumulative share (red: SBB segment length)", xlabel="steps before the last",
               ylabel="share from the last k steps", ylim=(0, 1.02))
-    left.legend(fontsize=8)
-    return finish_panels(plt, figure, np.array([left, right]), 2, path)
+    arrange_panels(figure, axes, 2)
+    return figure
 
 
 def write_report(results: str | os.PathLike | None = None, out: str | os.PathLike | None = None) -> dict[str, Path]:

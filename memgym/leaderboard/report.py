@@ -320,67 +320,152 @@ def pyplot():
     return plt
 
 
-def plot(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
-    """Score vs swept value with 95% intervals, one line per agent; False without matplotlib."""
+#: Markers crossed with the 20 colours of :func:`series_styles`: 7 is coprime with 20, so the first 140
+#: series all differ in (colour, marker), and two series of one hue (a strong colour and its light shade,
+#: ten places apart) never share a marker.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+#: One column of a plot's legend holds at most this many series; a taller legend gets more columns.
+LEGEND_ROWS = 24
+
+
+def series_styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A distinct style per name, ``{"color", "marker", "linestyle"}``, fixed by the name's position.
+
+    The colours are matplotlib's ``tab20``: its ten strong colours first (solid lines), then their
+    ten light shades (dashed lines), so the first ten names get the strongest colours; the markers
+    cycle through :data:`MARKERS`. A board passes its agents in ranking order
+    (:func:`board_styles`), so an agent has one style in every plot of the board.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    names = list(names)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"names {repeated!r} are given more than once; each series needs one name of its own")
+    pairs = colormaps["tab20"].colors  # (strong, light) per hue
+    colours = [to_hex(c) for c in pairs[0::2]] + [to_hex(c) for c in pairs[1::2]]
+    return {name: {"color": colours[i % len(colours)], "marker": MARKERS[i % len(MARKERS)],
+                   "linestyle": "-" if (i // (len(colours) // 2)) % 2 == 0 else "--"}
+            for i, name in enumerate(names)}
+
+
+def board_styles(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`series_styles` of the board's agents in its ranking order (preset by preset, each agent once)."""
+    return series_styles(list(dict.fromkeys(e["agent"] for e in board["entries"])))
+
+
+def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
+    """The figure of :func:`plot` (a matplotlib ``Figure``), or None without matplotlib or entries."""
     plt = pyplot()
-    if plt is None:
-        return False
+    if plt is None or not board["entries"]:
+        return None
     score, sweep = track.score, track.sweep
+    styles = board_styles(board)
     presets = sorted({e["preset"] for e in board["entries"]})
-    figure, axes = plt.subplots(1, len(presets), figsize=(6 * len(presets), 4), squeeze=False)
-    for axis, budget in zip(axes[0], presets):
+    figure, axes = panel_grid(plt, len(presets), width=6.5, height=4.2)
+    for axis, budget in zip(axes.flat, presets):
         entries = [e for e in board["entries"] if e["preset"] == budget]
         grid = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
-        axis.set_xticks([sweep.index(x) for x in grid], [str(x) for x in grid])  # the values run, nothing between
-        for e in entries:
+        # the values run, evenly spaced, and nothing between; each agent's points a little to the side of
+        # the value's tick (its place in the ranking), so agents with equal scores are all seen
+        axis.set_xticks(range(len(grid)), [str(x) for x in grid])
+        width = min(0.5, 0.035 * len(entries))
+        for rank, e in enumerate(entries):
             per = e["eval"]["per_length"]
             lengths = sorted(per, key=sweep.index)
-            at = [sweep.index(x) for x in lengths]
-            axis.plot(at, [per[x]["mean"] for x in lengths], marker="o", label=e["agent"])
-            axis.fill_between(at, [per[x]["ci_low"] for x in lengths], [per[x]["ci_high"] for x in lengths],
-                              alpha=0.2)
+            shift = width * (rank / max(len(entries) - 1, 1) - 0.5) if len(entries) > 1 else 0.0
+            at = np.array([grid.index(x) for x in lengths]) + shift
+            mean = np.array([per[x]["mean"] for x in lengths])
+            low = np.array([per[x]["ci_low"] for x in lengths])
+            high = np.array([per[x]["ci_high"] for x in lengths])
+            axis.errorbar(at, mean, yerr=[mean - low, high - mean], label=e["agent"], capsize=2, markersize=5,
+                          linewidth=1.2, elinewidth=0.8, **styles[e["agent"]])
+        axis.set_xlim(-0.5, len(grid) - 0.5)
         axis.set(title=f"{track.title}, preset {budget}", xlabel=sweep.name.replace("_", " "),
-                 ylabel=f"evaluation {score.name.replace('_', ' ')}", ylim=_limits(score.bounds))
+                 ylabel=f"evaluation {score.name.replace('_', ' ')} (95% interval)", ylim=_limits(score.bounds))
         if score.chance is not None:
             axis.axhline(score.chance, color="gray", linestyle=":", linewidth=1)
-        axis.legend(fontsize=8)
-    return finish_panels(plt, figure, axes, axes.size, path, dpi=120)
+    arrange_panels(figure, axes, len(presets))
+    return figure
 
 
-def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
-    """Training score over environment steps, one panel per (preset, swept value), a line per agent."""
+def plot(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
+    """Score vs swept value with 95% intervals, one line per agent, the legend beside the panels; False
+    without matplotlib (or entries)."""
+    return save_figure(by_length_figure(board, track), path, dpi=120)
+
+
+def learning_curves_figure(board: dict[str, Any], track: Track = TMAZE):
+    """The figure of :func:`plot_learning_curves`, or None without matplotlib or curves."""
     plt = pyplot()
-    if plt is None:
-        return False
     score, sweep = track.score, track.sweep
     panels = sorted({(e["preset"], length) for e in board["entries"] for length in e["curves"]},
                     key=lambda panel: (panel[0], sweep.index(panel[1])))
-    if not panels:
-        return False
-    figure, axes = panel_grid(plt, len(panels))
+    if plt is None or not panels:
+        return None
+    styles = board_styles(board)
+    figure, axes = panel_grid(plt, len(panels), width=4.5, height=3.4)
     for axis, (budget, length) in zip(axes.flat, panels):
-        for e in (e for e in board["entries"] if e["preset"] == budget):
+        for rank, e in enumerate(e for e in board["entries"] if e["preset"] == budget):
             curve = e["curves"].get(length)
             if curve:
-                axis.plot(curve["env_steps"], curve[score.name], marker=".", label=e["agent"])
+                # a marker every third bin, the agents' markers staggered so they do not pile up
+                axis.plot(curve["env_steps"], curve[score.name], label=e["agent"], markersize=4, linewidth=1.1,
+                          markevery=(rank % 3, 3), **styles[e["agent"]])
         axis.set(title=f"{budget}, {sweep.column(length)}", xlabel="environment steps",
                  ylabel=f"training {score.label}", ylim=_limits(score.bounds))
-        axis.legend(fontsize=7)
-    return finish_panels(plt, figure, axes, len(panels), path)
+    arrange_panels(figure, axes, len(panels))
+    return figure
+
+
+def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE) -> bool:
+    """Training score over environment steps, one panel per (preset, swept value), a line per agent, the
+    legend beside the panels; False without matplotlib (or curves)."""
+    return save_figure(learning_curves_figure(board, track), path)
 
 
 def panel_grid(plt, panels: int, width: float = 4.0, height: float = 3.0):
-    """``(figure, axes)``: a grid of at most 4 columns with room for ``panels`` panels."""
+    """``(figure, axes)``: a grid of at most 4 columns with room for ``panels`` panels (constrained layout,
+    so that :func:`arrange_panels` can put the legend beside them)."""
+    if isinstance(panels, bool) or not isinstance(panels, int) or panels < 1:
+        raise ValueError(f"panels must be a positive integer, got {panels!r}")
     columns = min(panels, 4)
     rows = -(-panels // columns)
-    return plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
+    return plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False,
+                        layout="constrained")
 
 
-def finish_panels(plt, figure, axes, used: int, path: Path, dpi: int = 110) -> bool:
-    """Hide the grid's panels past the first ``used``, save the figure to ``path`` and close it; True."""
-    for axis in list(axes.flat)[used:]:
+def arrange_panels(figure, axes, used: int, fontsize: float = 8):
+    """Hide the grid's panels past the first ``used`` and put one legend, every labelled series once (in the
+    order drawn), to the right of the panels, outside every axes; the figure grows taller where the legend
+    needs it. Returns the legend (None: nothing labelled)."""
+    panels = list(np.ravel(axes))
+    for axis in panels[used:]:
         axis.axis("off")
-    figure.tight_layout()
+    handles: dict[str, Any] = {}
+    for axis in panels[:used]:
+        for handle, label in zip(*axis.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if not handles:
+        return None
+    columns = -(-len(handles) // LEGEND_ROWS)
+    rows = -(-len(handles) // columns)
+    width, height = figure.get_size_inches()
+    needed = rows * fontsize * 1.75 / 72 + 0.6  # a legend row is about 1.75 font sizes tall, in inches
+    if needed > height:
+        figure.set_size_inches(width, needed)
+    figure.set_layout_engine("constrained")
+    return figure.legend(list(handles.values()), list(handles), loc="outside right upper", ncols=columns,
+                         fontsize=fontsize)
+
+
+def save_figure(figure, path: Path, dpi: int = 110) -> bool:
+    """Save ``figure`` to ``path`` and close it; True (False for no figure)."""
+    if figure is None:
+        return False
+    import matplotlib.pyplot as plt
+
     figure.savefig(path, dpi=dpi)
     plt.close(figure)
     return True

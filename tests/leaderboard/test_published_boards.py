@@ -1,8 +1,10 @@
 """The boards published under docs/leaderboard/ are what their committed records give: no hand-edited board.
 
 Each published board is a results store (its records) with the files ``memgym leaderboard report`` writes
-from it; this rebuilds each from its records, through the command line, and compares the text files
-byte for byte (the PNG plots depend on the installed matplotlib, so they are only required to exist).
+from it. The slow test rebuilds each from its records, through the command line, and compares the text
+files byte for byte and the PNG plots as images (:mod:`tests.leaderboard.published_images`: pixel for pixel
+under the matplotlib version that drew them). The fast one draws the plots again from the published
+``board.json`` (the board the records give, by the slow test) and compares them the same way.
 """
 
 from __future__ import annotations
@@ -13,28 +15,58 @@ from pathlib import Path
 import pytest
 
 from memgym.cli import main
+from tests.leaderboard.published_images import assert_same_image
 
-BOARDS = sorted(path.parent for path in (Path(__file__).parents[2] / "docs" / "leaderboard").glob("*/board.json"))
+ROOT = Path(__file__).parents[2]
+BOARDS = sorted(path.parent for path in (ROOT / "docs" / "leaderboard").glob("*/board.json"))
+PLOTS = ("success_by_length.png", "learning_curves.png")
 
 
 def test_the_reference_boards_are_published():
     assert {board.name for board in BOARDS} >= {"tmaze-cpu", "popgym-repeat-previous-cpu"}
 
 
+def rebuild_flags(board: Path, published: dict) -> list[str]:
+    """The ``memgym leaderboard report`` flags that rebuild ``board`` (run from the repository's root)."""
+    sources = published.get("sources")
+    if sources is None:  # a results store with its board
+        return ["--track", published["track"], "--results", board.relative_to(ROOT).as_posix()]
+    # a board of submissions (and a reference board), built from the repository's folders, named from its root
+    return (["--track", published["track"], "--submissions", sources["submissions"]]
+            + (["--results", sources["results"]] if sources["results"] else []))
+
+
+def how_to_rebuild(board: Path, published: dict) -> str:
+    flags = " ".join(rebuild_flags(board, published))
+    return f"rebuild it with `memgym leaderboard report {flags} --out {board.relative_to(ROOT).as_posix()}`"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
 def test_a_published_board_is_rebuilt_from_its_records(board, tmp_path, capsys, monkeypatch):
     published = json.loads((board / "board.json").read_text())
-    track, sources = published["track"], published.get("sources")
-    if sources is None:  # a results store with its board
-        flags = ["--results", str(board)]
-    else:  # a board of submissions (and a reference board), built from the repository's folders, named from its root
-        monkeypatch.chdir(Path(__file__).parents[2])
-        flags = ["--submissions", sources["submissions"]] + (["--results", sources["results"]] if sources["results"] else [])
-    assert main(["leaderboard", "report", "--track", track, *flags, "--out", str(tmp_path)]) == 0
+    monkeypatch.chdir(ROOT)
+    assert main(["leaderboard", "report", *rebuild_flags(board, published), "--out", str(tmp_path)]) == 0
     capsys.readouterr()
+    hint = how_to_rebuild(board, published)
     for name in ("board.json", "LEADERBOARD.md", "index.html"):
         assert (tmp_path / name).read_text() == (board / name).read_text(), (
-            f"{board / name} is not what its records give: rebuild it with `memgym leaderboard report --track "
-            f"{track} --results {board} --out {board}`")
-    for name in ("success_by_length.png", "learning_curves.png"):
-        assert (board / name).stat().st_size > 0
+            f"{board / name} is not what its records give: {hint}")
+    for name in PLOTS:
+        assert_same_image(tmp_path / name, board / name, hint)
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
+def test_a_published_board_shows_the_plots_its_board_draws(board, tmp_path):
+    pytest.importorskip("matplotlib")
+    from memgym.leaderboard import report
+    from memgym.leaderboard.tracks import TRACKS
+
+    published = json.loads((board / "board.json").read_text())
+    track = TRACKS[published["track"]]
+    assert report.plot(published, tmp_path / PLOTS[0], track)
+    assert report.plot_learning_curves(published, tmp_path / PLOTS[1], track)
+    for name in PLOTS:
+        assert f'<img src="{name}"' in (board / "index.html").read_text() and f"]({name})" in (
+            board / "LEADERBOARD.md").read_text(), f"{board} does not show {name}"
+        assert_same_image(tmp_path / name, board / name, how_to_rebuild(board, published))
