@@ -21,6 +21,7 @@ import numpy as np
 
 from gymnax.environments.environment import Environment
 
+from memgym.envs import gymnax_compat
 from memgym.envs.functional import EpisodeStatistics, StatefulWrapper
 from memgym.leaderboard.protocol import initialize_carry
 from memgym.leaderboard.store import CURVE_POINTS
@@ -240,7 +241,7 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
             key_act = key_act if keys[1] is None else keys[1]
             action, memory = agent.act(params, memory, obs, start, key_act)
             bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
-            next_obs, next_state, _, _, info = env.step_env(key_env, state, action, env_params)
+            next_obs, next_state, _, _, _, info = gymnax_compat.step_env(env, key_env, state, action, env_params)
             end = info["done"] & ~finished
             ended = (info[score_key], info["episode_return"], info["episode_length"])
             result = jax.tree.map(lambda new, old: jnp.where(end, new, old), ended, result)
