@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -388,12 +390,16 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_list(args: argparse.Namespace) -> int:
-    from memgym.leaderboard.protocol import entry_points
+    from memgym.extras import MissingExtra
+    from memgym.leaderboard.protocol import entry_points, unavailable
     from memgym.leaderboard.tracks import TRACKS
 
     print("registered agents (entry point group memgym.agents):")
     for name, entry in sorted(entry_points().items()):
-        print(f"  {name:24s} {entry.value}")
+        error = unavailable(name)
+        why = "" if error is None else (
+            f"  [unavailable: {error.install}]" if isinstance(error, MissingExtra) else f"  [unavailable: {error}]")
+        print(f"  {name:24s} {entry.value}{why}")
     for track in TRACKS.values():
         print(f"track {track.name} ({track.title}; {' and '.join(track.tiers)} tier; results in {track.results_dir}):")
         for budget in track.presets.values():
@@ -491,12 +497,31 @@ def train_setup(args: argparse.Namespace) -> tuple[Any, str]:
     return cls(**options), env
 
 
+def default_run_dir(env: str, config: Any, root: str | os.PathLike = "runs") -> Path:
+    """A run directory that does not exist yet: ``runs/<env>__<algorithm>__<memory>__<date-time>`` (the
+    CleanRL naming), with ``-2``, ``-3``, … appended when that name is taken."""
+    from memgym.agents.registry import algorithm_name
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    parts = [env.rpartition("/")[2], algorithm_name(config), str(config.memory), stamp]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "__".join(parts))
+    candidate, n = Path(root) / name, 1
+    while candidate.exists():
+        n += 1
+        candidate = Path(root) / f"{name}-{n}"
+    return candidate
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from memgym.agents.run import TMAZE_IDS, train_gymnasium, train_tmaze
 
     config, env = train_setup(args)
+    if args.out is None:
+        if args.resume:
+            raise ValueError("--resume continues the run in --out: give --out RUN_DIR (the folder of the run)")
+        args.out = str(default_run_dir(env, config))
     log = lambda line: print(line, flush=True)  # noqa: E731
-    print(f"memgym train: {config}", flush=True)
+    print(f"memgym train: {config} -> {args.out}", flush=True)
     if env in TMAZE_IDS:
         train_tmaze(config, args.out, corridor_length=args.corridor_length, max_episode_steps=args.max_episode_steps,
                     seeds=args.seeds, resume=args.resume, log=log)
@@ -622,7 +647,9 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     train.add_argument("--steps", type=_steps, default=None,
                        help="environment steps per seed, e.g. 1e6 (default 1e6, or the preset's)")
     train.add_argument("--seeds", type=_positive("--seeds"), default=1, help="seeds trained together (vmap)")
-    train.add_argument("--out", default="runs/tmaze", help="run directory (never reused without --resume)")
+    train.add_argument("--out", default=None,
+                       help="run directory (default: a new one, runs/<env>__<algorithm>__<memory>__<date-time>; an "
+                            "existing one is never reused without --resume)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     if train_flags:  # the config flags import the algorithms (and JAX): only for `memgym train`
         _add_config_flags(train)
@@ -725,10 +752,22 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+#: the commands that compile training or evaluation: they use JAX's persistent compilation cache
+#: (:mod:`memgym.compilation_cache`; ``MEMGYM_COMPILATION_CACHE`` moves or disables it). Not ``verify``: it
+#: counts a submission's results in its own process, which must not load executables that a submitted
+#: agent's code (run by ``run`` or ``check`` in the user's process) could have written into the cache.
+COMPILING_COMMANDS = (cmd_train, cmd_leaderboard_run, cmd_leaderboard_tune, cmd_leaderboard_check,
+                      cmd_experiment_run)
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     args = build_parser(train_flags="train" in words[:1]).parse_args(argv)
     try:
+        if args.func in COMPILING_COMMANDS:
+            from memgym import compilation_cache
+
+            compilation_cache.enable()
         return args.func(args)
     except ValueError as error:  # bad configuration: say what is wrong, no traceback
         print(f"memgym {args.command}: {error}", file=sys.stderr)

@@ -28,9 +28,10 @@ from memgym.envs.tmaze import TMazeEnv
 __all__ = ["JAX_ENVS", "TMazeEnv", "make_jax", "register_envs", "registered_ids"]
 
 _SPECS: dict[str, dict] = {
-    # The time limit is part of the T-Maze spec (a timeout is a failure), so the env
-    # enforces it itself; Gymnasium adds no TimeLimit wrapper unless asked to.
-    "memgym/TMaze-v0": dict(entry_point="memgym.envs.tmaze:TMazeEnv"),
+    # The time limit is part of the T-Maze spec (a timeout is a failure), so the env enforces it
+    # itself: gymnasium.make's max_episode_steps becomes the env's own limit (tmaze.own_time_limit).
+    "memgym/TMaze-v0": dict(entry_point="memgym.envs.tmaze:TMazeEnv", additional_wrappers=(
+        gym.envs.registration.WrapperSpec("OwnTimeLimit", "memgym.envs.tmaze:own_time_limit", {}),)),
     "memgym/TMazeJax-v0": dict(entry_point="memgym.envs.tmaze_jax:make_gymnasium_tmaze",
                                vector_entry_point="memgym.envs.tmaze_jax:make_gymnasium_tmaze_vector"),
 }

@@ -257,6 +257,9 @@ class PopGymEnv(gym.Wrapper):
             name = type(env).__name__
         else:
             raise TypeError(f"env must be a popgym class name or a popgym env, got env={env!r} ({type(env).__name__})")
+        # memgym's registered task renders nothing: the upstream env (``unwrapped``, what Gymnasium's check_env
+        # is given) declares no render mode either, on this instance only (popgym's class is left as it is)
+        env.metadata = {**env.metadata, "render_modes": []}
         flat: gym.Env = DtypeObservation(FlattenObservation(env), np.float32)
         if prev_action:
             flat = AppendPreviousAction(flat)

@@ -289,3 +289,32 @@ class TMazeEnv(gym.Env):
     def goal(self) -> int:
         """Side of the reward in this episode: 0 left, 1 right."""
         return self._goal
+
+
+def own_time_limit(env: gym.Env) -> gym.Env:
+    """The time limit of ``gymnasium.make("memgym/TMaze-v0", max_episode_steps=N)`` given to the T-Maze itself.
+
+    The T-Maze enforces its time limit (a timeout is a failure, part of the task), so its spec
+    asks Gymnasium for no ``TimeLimit``. Given ``max_episode_steps``, ``gymnasium.make`` still
+    puts a ``TimeLimit(N)`` around the env; this function, the spec's additional wrapper, runs
+    right after: it checks ``N`` as the constructor checks ``max_episode_steps`` (``ValueError``
+    naming it), makes it the env's own limit (and its spec's, so ``gymnasium.make(env.spec)``
+    rebuilds the same env) and returns the env without the ``TimeLimit``. One limit, one owner.
+    Values Gymnasium refuses itself (0, negative, not an int) stop in its ``TimeLimit`` first.
+    """
+    if not isinstance(env, gym.wrappers.TimeLimit):
+        return env
+    inner = env.env
+    maze = inner.unwrapped
+    if not isinstance(maze, TMazeEnv):
+        raise TypeError(f"own_time_limit is the T-Maze's additional wrapper, got {maze!r}")
+    limit = check_int("max_episode_steps", env.spec.max_episode_steps, low=1)
+    maze.max_episode_steps = limit
+    if maze.spec is not None:
+        maze.spec.kwargs["max_episode_steps"] = limit
+        wrapper = inner
+        while isinstance(wrapper, gym.Wrapper):  # the wrappers below keep a copy of the spec made before
+            wrapper._cached_spec = None
+            wrapper = wrapper.env
+    return inner
+

@@ -56,6 +56,13 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
         return records([failure_reason(error)] * len(task.cells))
 
 
+#: Cells of at least this many training steps report their progress from inside the compiled training call
+#: (a host callback every 1 % of the run); shorter ones report when the call returns. JAX's persistent
+#: compilation cache does not store an executable with a host callback (:mod:`memgym.compilation_cache`), so
+#: short runs, whose time is mostly compilation, are the ones it can serve. The callback changes no result.
+IN_FLIGHT_PROGRESS_STEPS = 1_000_000
+
+
 class JaxCells:
     """One JAX-tier agent's compiled training and evaluation, reused for every task of the agent.
 
@@ -98,8 +105,8 @@ class JaxCells:
         devices = jax.local_devices()
         padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
         inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
-        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs), progress=True,
-                            seal=seal)
+        one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs),
+                            progress=budget.total_steps >= IN_FLIGHT_PROGRESS_STEPS, seal=seal)
         stacked = {name: jnp.broadcast_to(getattr(one, name), (len(padded), *jnp.shape(getattr(one, name))))
                    for name in ("window_start", "curve_step", "progress_step", "seal") if getattr(one, name) is not None}
         params = dataclasses.replace(one, **stacked)

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from memgym.extras import MissingExtra
 from memgym.leaderboard.code_identity import describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore, failure_reason
@@ -101,6 +102,8 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
     identity = describe_code(spec, factory)
     try:
         agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
+    except MissingExtra as error:  # not the agent's fault: refused before anything is stored
+        raise ValueError(f"agent {spec!r} cannot run here: {error}") from None
     except Exception as error:  # noqa: BLE001 - the agent's fault: its cells fail with the reason
         return "unknown", identity, None, f"the factory raised {failure_reason(error)}"
     try:

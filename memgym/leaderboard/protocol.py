@@ -108,6 +108,24 @@ def load_factory(spec: str) -> Callable[[AgentContext], Any]:
         raise ValueError(f"agent {spec!r}: {error}") from None
 
 
+def unavailable(spec: str) -> ImportError | None:
+    """Why agent ``spec`` cannot run in this installation (an optional extra or a package it imports is
+    missing), or None. Loads its factory and, where the factory exposes ``config()`` (the reference
+    agents), builds its config; nothing is trained."""
+    try:
+        factory = load_factory(spec)
+        config = getattr(factory, "config", None)
+        if callable(config):
+            config()
+    except ImportError as error:
+        return error
+    except ValueError as error:
+        if isinstance(error.__cause__, ImportError):
+            return error.__cause__
+        raise
+    return None
+
+
 def _load_base(spec: str) -> Callable[[AgentContext], Any]:
     if ":" in spec:
         module_name, _, attribute = spec.partition(":")

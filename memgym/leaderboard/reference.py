@@ -13,6 +13,7 @@ track with a functional JAX env a reference agent is JAX-tier; on any other trac
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,33 +58,46 @@ class TrainerAgent:
         return self._acting().act(params, carry, obs, start, key)
 
 
-def _config(cls: type, **options: Any) -> Config:
-    """``cls(**options)``; an option that is not a field of ``cls`` is a ``ValueError`` listing the fields."""
+def _config(cls: type, **options: Any) -> Callable[[], Config]:
+    """A function that builds ``cls(**options)`` once, on first call.
+
+    An option that is not a field of ``cls`` is a ``ValueError`` listing the fields, raised here; the
+    config itself (which checks the memory model, importing what it needs) is built on first use, so
+    that importing this module needs no optional extra: an agent whose extra is missing fails alone,
+    with :class:`~memgym.extras.MissingExtra`.
+    """
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(options) - set(fields))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for {cls.__name__}; allowed: {', '.join(fields)}")
-    return cls(**options)
+    return functools.cache(lambda: cls(**options))
 
 
-def _factory(config: Config, doc: str, variant: Callable[..., Any]):
-    """The factory of a :class:`TrainerAgent` with ``config``; ``factory.with_options(**options)`` is the
-    factory of the same agent with config fields replaced (``NAME[field=value,...]`` specs, e.g. a sweep)."""
+def _factory(config: Callable[[], Config], doc: str, variant: Callable[..., Any]):
+    """The factory of a :class:`TrainerAgent` with ``config()``; ``factory.config()`` is its config, and
+    ``factory.with_options(**options)`` the factory of the same agent with config fields replaced
+    (``NAME[field=value,...]`` specs, e.g. a sweep), its config checked at once."""
 
     def factory(context: AgentContext) -> Any:
         # the cell's budget, so that the config a record shows is the one the agent trained with
         budget = {"total_steps": context.total_steps} if context.total_steps else {}
         if context.jax_env:
-            return TrainerAgent(dataclasses.replace(config, **budget))
+            return TrainerAgent(dataclasses.replace(config(), **budget))
         # a track of host environments (POPGym): the same trainer behind the any-framework protocol
         from memgym.agents.host import HostAgent
 
-        return HostAgent.for_config(dataclasses.replace(config, num_envs=context.num_envs, **budget),
+        return HostAgent.for_config(dataclasses.replace(config(), num_envs=context.num_envs, **budget),
                                     context.observation_space, context.action_space, seed=context.seed,
                                     total_steps=context.total_steps)
 
+    def with_options(**options: Any):
+        varied = variant(**options)
+        varied.config()
+        return varied
+
     factory.__doc__ = doc
-    factory.with_options = variant  # type: ignore[attr-defined]
+    factory.config = config  # type: ignore[attr-defined]
+    factory.with_options = with_options  # type: ignore[attr-defined]
     return factory
 
 

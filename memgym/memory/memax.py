@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from memgym.extras import missing
 from memgym.memory.interface import check_tape
 from memgym.validation import check_optional_positive, check_positive
 
@@ -50,10 +51,7 @@ def _import_memax():
         import equinox
         from memax.equinox import train_utils
     except ImportError as error:
-        raise ImportError(
-            f"the memax memory models need the memax and equinox packages ({error}); "
-            'install them with pip install "memgym[memax]"'
-        ) from error
+        raise missing("a memax memory model", "memax", error) from error
     return train_utils, equinox
 
 

@@ -125,12 +125,43 @@ def test_timeout_truncates_and_counts_as_failure():
     env = TMazeEnv(corridor_length=3, max_episode_steps=3)
     _, rewards, info, terminated, truncated = run_policy(env, optimal, seed=0)
     assert terminated and not truncated and info["success"]
-    # Gymnasium's own time limit (gymnasium.make(..., max_episode_steps=N)) ends episodes as failures too.
+    # The limit given to gymnasium.make(..., max_episode_steps=N) ends episodes as failures too.
     wrapped = gym.make("memgym/TMaze-v0", corridor_length=10, max_episode_steps=4)
     wrapped.reset(seed=0)
     for _ in range(4):
         _, _, terminated, truncated, info = wrapped.step(0)
     assert truncated and not terminated and info["success"] is False
+
+
+def wrapper_chain(env: gym.Env) -> list[str]:
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_time_limit_given_to_gymnasium_make_is_the_envs_own():
+    """One owner: gymnasium.make's max_episode_steps becomes the T-Maze's limit, with no TimeLimit over it."""
+    env = gym.make("memgym/TMaze-v0", corridor_length=10, max_episode_steps=200)
+    assert "TimeLimit" not in wrapper_chain(env) and env.unwrapped.max_episode_steps == 200
+    assert env.spec.kwargs["max_episode_steps"] == 200
+    rebuilt = gym.make(env.spec)  # the spec rebuilds the same env
+    assert rebuilt.unwrapped.max_episode_steps == 200 and "TimeLimit" not in wrapper_chain(rebuilt)
+    # a limit above the default: the env runs past its default of 1,000 steps
+    long = gym.make("memgym/TMaze-v0", corridor_length=10, max_episode_steps=1500)
+    long.reset(seed=0)
+    for step in range(1, 1501):
+        _, _, terminated, truncated, _ = long.step(1)
+        if terminated or truncated:
+            break
+    assert step == 1500 and truncated and not terminated
+    assert gym.make("memgym/TMaze-v0").unwrapped.max_episode_steps == 1000
+    assert gym.make("memgym/TMaze-v0", max_episode_steps=-1).unwrapped.max_episode_steps == 1000  # Gymnasium's "none"
+    vector = gym.make_vec("memgym/TMaze-v0", num_envs=2, max_episode_steps=9)
+    assert [e.unwrapped.max_episode_steps for e in vector.envs] == [9, 9]
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        gym.make("memgym/TMaze-v0", max_episode_steps=True)
 
 
 def test_distractors_are_fair_and_fresh():
