@@ -9,10 +9,15 @@ worker above :data:`MAPPINGS_BUDGET` mappings, JAX's caches are cleared.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# The suite compiles without JAX's persistent compilation cache (memgym's commands use one by default), so that
+# no test depends on what an earlier run left in the user's cache; tests of the cache set their own folder.
+os.environ.setdefault("MEMGYM_COMPILATION_CACHE", "off")
 
 MAPPINGS_BUDGET = 20_000
 _MAPS = Path("/proc/self/maps")

@@ -1,0 +1,59 @@
+"""The README runs top to bottom: its shell commands and Python snippets, in the order a reader types them,
+in a fresh folder (tests/test_readme.py is the README's own test, like the docs' snippet tests)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# The README's install prefix: the test runs in the environment it made, so only what follows it runs here.
+INSTALL = re.compile(r'^python3 -m venv \.venv && \. \.venv/bin/activate && pip install "\.\[[a-z,-]+\]" && (?P<rest>.+)$')
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """``(language, code)`` of every fenced ``bash`` and ``python`` block of README.md, in order."""
+    text = (ROOT / "README.md").read_text()
+    return [(m["lang"], m["code"]) for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text,
+                                                      re.M | re.S)]
+
+
+def test_the_readme_quickstart_is_what_ci_runs():
+    """The README's two quickstart commands install with pip and run the main job and the tests."""
+    quickstart = [code.strip() for lang, code in readme_blocks() if lang == "bash"][:2]
+    assert all(INSTALL.match(line) for line in quickstart), quickstart
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert quickstart[1] in ci and INSTALL.match(quickstart[0])["rest"].split(" --agent")[0] in ci
+
+
+@pytest.mark.slow
+def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
+    env = {**os.environ, "MEMGYM_COMPILATION_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
+    test_command = INSTALL.match([code.strip() for lang, code in readme_blocks() if lang == "bash"][1])["rest"]
+    ran = []
+    for lang, code in readme_blocks():
+        if lang == "python":
+            argv = [sys.executable, "-c", code]
+        else:
+            for line in (line.split("  #")[0].strip() for line in code.splitlines()):
+                if not line or line == test_command:  # the tests themselves: the command that runs this one
+                    continue
+                if line == "pip install .":  # this environment is that install (and more)
+                    assert subprocess.run([sys.executable, "-m", "pip", "show", "memgym"], capture_output=True,
+                                          env=env).returncode == 0
+                    continue
+                match = INSTALL.match(line)
+                ran.append(match["rest"] if match else line)
+                out = subprocess.run(ran[-1], shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                     timeout=900)
+                assert out.returncode == 0, f"README command {ran[-1]!r} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+            continue
+        out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, f"README snippet failed:\n{code}\n{out.stderr[-3000:]}"
+    assert any(command.startswith("memgym leaderboard run") for command in ran)
+    assert len(list((tmp_path / "runs").iterdir())) == sum(c.startswith("memgym train") for c in ran)
