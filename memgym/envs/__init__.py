@@ -24,6 +24,7 @@ import gymnasium as gym
 from memgym.envs.memory_maze import register_memory_maze_envs
 from memgym.envs.popgym import register_popgym_envs
 from memgym.envs.tmaze import TMazeEnv
+from memgym.extras import missing
 
 __all__ = ["JAX_ENVS", "TMazeEnv", "make_jax", "register_envs", "registered_ids"]
 
@@ -63,8 +64,10 @@ def make_jax(env_id: str = "memgym/TMaze-v0", **config: Any) -> tuple[Any, Any]:
     ``config`` takes the same arguments as ``gymnasium.make(env_id, ...)`` (T-Maze:
     ``corridor_length``, ``num_distractors``, ``gray_bits``, ``max_episode_steps``; the params
     hold the time limit as gymnax's ``max_steps_in_episode``). JAX and gymnax are imported here
-    (``pip install "memgym[jax]"``), and the environment is registered with gymnax then, so
-    ``gymnax.make(env_id)`` works after the first ``make_jax`` (or ``import memgym.envs.tmaze_jax``).
+    (``pip install "memgym[jax]"``). Under gymnax 1.0 the environment is registered with gymnax then,
+    so ``gymnax.make(env_id)`` works after the first ``make_jax`` (or ``import memgym.envs.tmaze_jax``);
+    gymnax 0.0.9 has no registry of others' environments, so there ``make_jax`` is the way in
+    (:mod:`memgym.envs.gymnax_compat`).
     """
     if env_id not in JAX_ENVS:
         if env_id == "memgym/TMazeJax-v0":
@@ -77,12 +80,10 @@ def make_jax(env_id: str = "memgym/TMaze-v0", **config: Any) -> tuple[Any, Any]:
         raise ValueError(f"env_id={env_id!r}: {hint}; JAX environments: {', '.join(JAX_ENVS)}")
     try:
         importlib.import_module(JAX_ENVS[env_id])
-        import gymnax
+        from memgym.envs import gymnax_compat
     except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f"memgym's JAX environments need {error.name}: pip install \"memgym[jax]\"", name=error.name
-        ) from error
-    return gymnax.make(env_id, **config)
+        raise missing("memgym's JAX environments", "jax", error) from error
+    return gymnax_compat.make(env_id, **config)
 
 
 register_envs()
