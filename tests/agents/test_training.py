@@ -75,6 +75,22 @@ def test_cli_train(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+def test_cli_train_default_run_folders_are_new_and_never_collide(tmp_path, monkeypatch, capsys):
+    """Without --out each run gets its own folder (CleanRL's naming), so README commands typed in order
+    do not collide; --resume without --out is refused (it would have nothing to continue)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["train", "--algorithm", "a2c", "--memory", "tiny-gru", "--corridor-length", "3", "--steps", "512",
+            "--num-envs", "4", "--rollout-length", "16", "--max-episode-steps", "20"]
+    assert main(args) == 0 and main(args) == 0
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert len(runs) == 2 and all(name.startswith("TMaze-v0__a2c__tiny-gru__") for name in runs)
+    assert all((tmp_path / "runs" / name / "metrics.csv").exists() for name in runs)
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 2
+    assert "--resume continues the run in --out" in capsys.readouterr().err
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
 def test_success_over_last_window():
     from memgym.agents.metrics import success_over_last
 
