@@ -25,7 +25,11 @@ Both buffers hold the same number of transition slots (``--capacity``, default 1
 Times are medians of at least five calls (about 0.5 s per measurement) after a
 warm-up call, each ended by ``block_until_ready``.
 
-    python benchmarks/buffer_speed.py [--capacity 1000000] [--batch 1000] [--json out.json]
+    python benchmarks/buffer_speed.py [--capacity 1000000] [--batch 1000] [--json out.json] [--smoke]
+
+``--smoke``: capacity 10,000 (the least that holds a batch of 100 in every SBB), batch 100, two timed
+calls per measurement, padding read after 2 episodes (episodes of one length pad alike): every
+table in seconds, a check that the script runs rather than a measurement.
 """
 
 from __future__ import annotations
@@ -112,8 +116,8 @@ def timed(call, *, min_calls: int = 5, min_seconds: float = 0.5) -> float:
     return statistics.median(times)
 
 
-def throughput(buffer, capacity: int, batch: int, episode_length: int) -> dict:
-    """Add and sample rates of ``buffer`` once it is full."""
+def throughput(buffer, capacity: int, batch: int, episode_length: int, **timing) -> dict:
+    """Add and sample rates of ``buffer`` once it is full (``timing``: :func:`timed`'s keywords)."""
     state, offset = fill(buffer, buffer.init(example()), episode_length, batch, capacity)
     add = jax.jit(buffer.add, donate_argnums=0)
     chunks = [transitions(batch, offset + i * batch, episode_length) for i in range(8)]
@@ -124,7 +128,7 @@ def throughput(buffer, capacity: int, batch: int, episode_length: int) -> dict:
         holder["state"] = jax.block_until_ready(add(holder["state"], data, start))
         holder["i"] += 1
 
-    add_seconds = timed(add_once)
+    add_seconds = timed(add_once, **timing)
     state = holder["state"]
     segment = getattr(buffer, "segment_length", None)
     size = batch if segment is None else (batch // segment) * segment
@@ -135,7 +139,7 @@ def throughput(buffer, capacity: int, batch: int, episode_length: int) -> dict:
     def sample_once():
         last["batch"] = jax.block_until_ready(sample(state, next(keys)))
 
-    sample_seconds = timed(sample_once)
+    sample_seconds = timed(sample_once, **timing)
     real = float(np.asarray(last["batch"].mask).sum())
     return {
         "add_per_s": batch / add_seconds,
@@ -146,13 +150,19 @@ def throughput(buffer, capacity: int, batch: int, episode_length: int) -> dict:
     }
 
 
-def padding(segment_length: int, episode_length: int, slots: int = 100_000) -> float:
-    """Fraction of stored SBB slots that are padding, read from the masks after filling."""
+def padding(segment_length: int, episode_length: int, slots: int = 100_000, max_episodes: int | None = None) -> float:
+    """Fraction of stored SBB slots that are padding, read from the masks after filling.
+
+    The buffer is filled with whole episodes, at most ``max_episodes`` of them (default: as many as fit);
+    episodes of one length all pad alike, so a few give the same fraction as a full buffer.
+    """
     rows = slots // segment_length
     buffer = SegmentReplay(rows, segment_length)
     # Whole episodes only, and no more rows than the buffer has (nothing overwritten).
     per_episode = -(-episode_length // segment_length)
     episodes = max(rows // per_episode, 1)
+    if max_episodes is not None:
+        episodes = min(episodes, max_episodes)
     state, _ = fill(buffer, buffer.init(example()), episode_length, episode_length, episodes * episode_length)
     used = min(int(state.rows_used), rows)
     return 1.0 - float(np.asarray(state.mask[:used]).sum()) / (used * segment_length)
@@ -164,7 +174,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="transitions per add and per sample")
     parser.add_argument("--episode-length", type=int, default=51, help="episode length while timing")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="capacity 10,000, batch 100, 2 timed calls, padding from 2 episodes: a run of seconds")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(capacity=10_000, batch=100)
     args = parser.parse_args()
+    timing = dict(min_calls=2, min_seconds=0.0) if args.smoke else {}
+    fill_episodes = 2 if args.smoke else None
     for name in ("capacity", "batch", "episode_length"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -173,10 +189,10 @@ def main() -> None:
     print(f"# {platform.machine()} {platform.processor() or ''} · jax {jax.__version__} · {device.platform} "
           f"({device.device_kind}) · capacity {args.capacity:,} · batch {args.batch:,} · "
           f"episode length {args.episode_length}")
-    rows = {"TBB": throughput(TapeReplay(args.capacity), args.capacity, args.batch, args.episode_length)}
+    rows = {"TBB": throughput(TapeReplay(args.capacity), args.capacity, args.batch, args.episode_length, **timing)}
     for length in SEGMENT_LENGTHS:
         buffer = SegmentReplay(args.capacity // length, length)
-        rows[f"SBB L={length}"] = throughput(buffer, args.capacity, args.batch, args.episode_length)
+        rows[f"SBB L={length}"] = throughput(buffer, args.capacity, args.batch, args.episode_length, **timing)
     print("\n| buffer | add (transitions/s) | add (ms/call) | sample (transitions/s) | sample (ms/call) "
           "| useful sample (real transitions/s) |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -185,7 +201,8 @@ def main() -> None:
               f"{r['sample_ms']:.3f} | {r['useful_sample_per_s']:,.0f} |")
 
     lengths, source = measured_popgym_lengths()
-    pads = {task: {length: padding(length, steps) for length in SEGMENT_LENGTHS} for task, steps in lengths.items()}
+    pads = {task: {length: padding(length, steps, max_episodes=fill_episodes) for length in SEGMENT_LENGTHS}
+            for task, steps in lengths.items()}
     print(f"\nSBB padding: fraction of stored slots that are padding (episode lengths {source}; TBB: 0)\n")
     print("| task | episode length | " + " | ".join(f"L={length}" for length in SEGMENT_LENGTHS) + " |")
     print("|---|---:|" + "---:|" * len(SEGMENT_LENGTHS))

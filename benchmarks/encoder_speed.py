@@ -13,7 +13,10 @@ each once on all images in one call (``plain``) and once as ``--pieces`` gradien
 a ``lax.scan`` (``in a scan``), which is how PPO takes its minibatch steps. The table gives the
 median seconds of ``--repeats`` timed calls after one compiling call, and the compile time.
 
-    python benchmarks/encoder_speed.py [--images 400] [--pieces 4] [--repeats 3]
+    python benchmarks/encoder_speed.py [--images 400] [--pieces 4] [--repeats 3] [--smoke]
+
+``--smoke``: 4 images in 2 pieces, one timed call: every row in seconds (a check that the script
+runs, not a measurement).
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=400, help="images per gradient (all pieces together)")
     parser.add_argument("--pieces", type=int, default=4, help="gradient steps of the scan (PPO's minibatches)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="4 images in 2 pieces, 1 timed call: a run of seconds")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(images=4, pieces=2, repeats=1)
     args = parser.parse_args()
     if args.images % args.pieces:
         parser.error(f"--images ({args.images}) must be a multiple of --pieces ({args.pieces})")

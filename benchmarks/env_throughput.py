@@ -8,7 +8,10 @@ rules, observation and auto-reset, written on ``[N]`` arrays with one random wor
 environment and step) that any implementation must pay; the ratio column is the
 twin's rate over the floor's. Prints a table.
 
-    python benchmarks/env_throughput.py [--quick]
+    python benchmarks/env_throughput.py [--smoke]
+
+``--smoke``: a few hundred Gymnasium steps, the JAX rows at 1, 16 and 64 environments for 20
+steps, one timed call each: every row in seconds (a check that the script runs, not a measurement).
 """
 
 from __future__ import annotations
@@ -150,27 +153,31 @@ def floor_tmaze(num_envs: int, steps: int, repeats: int = 3, corridor_length: in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="few steps, 1/16/64 JAX environments, 1 timed call: every row in seconds")
     args = parser.parse_args()
-    scale = 10 if args.quick else 1
     import jax
 
+    if args.smoke:
+        single, vector, batches, repeats = 400, 160, ((1, 20), (16, 20), (64, 20)), 1
+    else:
+        single, vector, batches, repeats = 200_000, 80_000, ((1, 20_000), (1_000, 2_000), (65_536, 200)), 3
     rows = [
-        ("Gymnasium TMaze, 1 env", gymnasium_single(200_000 // scale)),
-        ("Gymnasium make_vec, 8 envs", gymnasium_vector(80_000 // scale)),
+        ("Gymnasium TMaze, 1 env", gymnasium_single(single)),
+        ("Gymnasium make_vec, 8 envs", gymnasium_vector(vector)),
     ]
     floors: dict[str, float] = {}  # row -> the floor it is compared with
     keyed_floors: dict[str, float] = {}  # twin row -> the floor that pays gymnax's keys
-    for num_envs, steps in ((1, 20_000), (1_000, 2_000), (65_536, 200)):
+    for num_envs, steps in batches:
         name = f"JAX twin, jit+vmap, {num_envs} envs"
-        rows.append((name, jax_twin(num_envs, max(10, steps // scale))))
+        rows.append((name, jax_twin(num_envs, steps, repeats)))
         if num_envs > 1:  # the floor, measured right after the twin on the same batch
-            floor = floor_tmaze(num_envs, max(10, steps // scale))
+            floor = floor_tmaze(num_envs, steps, repeats)
             floors[name] = floor
             rows.append((f"hand-written floor, {num_envs} envs", floor))
             keyed = f"floor + gymnax's keys, {num_envs} envs"
             floors[keyed] = floor
-            keyed_rate = floor_tmaze(num_envs, max(10, steps // scale), gymnax_keys=True)
+            keyed_rate = floor_tmaze(num_envs, steps, repeats, gymnax_keys=True)
             keyed_floors[name] = keyed_rate
             rows.append((keyed, keyed_rate))
     print(f"machine: {platform.processor() or platform.machine()}, jax backend: {jax.default_backend()}, "

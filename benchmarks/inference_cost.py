@@ -15,6 +15,11 @@ chosen here — this prints:
   embedding is excluded) and FLOPs of one layer's self-attention per head;
 * thesis Table 5.1 for comparison (operations and space per head).
 
+memax's models (registered as ``memax``, an optional extra: ``pip install "memgym[memax]"``)
+get one row each for the four CPU presets of docs/memax.md (``tiny-deltanet``, ``tiny-gdn``,
+``tiny-s6``, ``tiny-mgu``: one memax cell 64 wide); without the extra those rows are skipped
+and the script says so. Every other registered model must have a row, or the script stops.
+
 Self-attention of ReLiT / AReLiT / linear attention is the real mixer module of
 a layer (:meth:`~memgym.memory.transformer.MonoidAttentionTransformer.mixer`), including its output projection.
 GTrXL's attention is not a separate module, so it is measured as a whole
@@ -22,7 +27,10 @@ GTrXL's attention is not a separate module, so it is measured as a whole
 (attention gate, layer norm, feed-forward, feed-forward gate) built from the
 same flax modules.
 
-    python benchmarks/inference_cost.py [--json PATH]
+    python benchmarks/inference_cost.py [--json PATH] [--smoke]
+
+``--smoke`` measures every row at tiny sizes (width 16, at most 2 layers of 2 heads): a check
+that the script runs, in seconds; its figures are not the documented ones.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +81,58 @@ SPECS = (
     Spec("linear transformer (monoid paper)", "linear_attention_monoid", dict(features=256, key_size=128, value_size=128)),
     Spec("MLP (no memory)", "mlp", dict(features=128)),  # the memoryless control
 )
+
+# memax's models at the sizes of memgym's CPU presets tiny-deltanet, tiny-gdn, tiny-s6 and tiny-mgu (docs/memax.md:
+# one memax cell, 64 wide; DeltaNet and GDN keep 8 × 8 key/value matrices, round(sqrt(64)) = 8).
+MEMAX_SPECS = tuple(
+    Spec(f"{model} (memax)", "memax", dict(model=model, features=64)) for model in ("DeltaNet", "GDN", "S6", "MGU")
+)
+
+# --smoke: tiny sizes for every option that sets one (the structure of each row is kept: stacked models keep
+# 2 layers, so the per-layer difference is still taken; memory sizes shrink 16-fold, so GTrXL-128 and -256 differ).
+SMOKE_SIZES = dict(features=16, num_layers=2, num_heads=2, head_dim=8, eta=2, state_size=16, context_size=2,
+                   key_size=8, value_size=8)
+
+
+def smoke_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every size option replaced by its tiny ``--smoke`` value (other options kept)."""
+    small = dict(config)
+    for key, value in config.items():
+        if key == "memory_size":
+            small[key] = max(2, value // 16)
+        elif key in SMOKE_SIZES:
+            small[key] = SMOKE_SIZES[key]
+    return small
+
+
+def memax_missing() -> str | None:
+    """Why the memax rows cannot be measured here (the extra is not installed), or None when they can."""
+    try:
+        from memgym.memory.memax import available_models
+
+        available_models()
+    except ImportError as error:
+        return str(error)
+    return None
+
+
+def specs(smoke: bool = False) -> tuple[tuple[Spec, ...], dict[str, str]]:
+    """The rows to measure and ``{model name: why it has no row}`` for registered models left out.
+
+    Raises ``RuntimeError`` when a registered model of :data:`memgym.memory.MODELS` has neither.
+    """
+    chosen, skipped = list(SPECS), {}
+    reason = memax_missing()
+    if reason is None:
+        chosen += MEMAX_SPECS
+    else:
+        skipped["memax"] = f"skipped: the memax extra is missing ({reason})"
+    if smoke:
+        chosen = [dataclasses.replace(spec, config=smoke_config(spec.config)) for spec in chosen]
+    missing = set(memory.MODELS) - {spec.name for spec in chosen} - set(skipped)
+    if missing:
+        raise RuntimeError(f"models without a row: {sorted(missing)}")
+    return tuple(chosen), skipped
 
 
 def cost(fn, *args) -> dict[str, float]:
@@ -257,15 +318,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the rows (and the machine) as JSON to this path")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every row at tiny sizes (width 16, 2 layers of 2 heads): a check that runs in seconds")
     args = parser.parse_args()
 
-    rows = [measure(spec) for spec in SPECS]
-    missing = set(memory.MODELS) - {row["name"] for row in rows}
-    if missing:
-        raise RuntimeError(f"models without a row: {sorted(missing)}")
+    chosen, skipped = specs(args.smoke)
+    for name, why in skipped.items():
+        print(f"no {name} row: {why}", file=sys.stderr)
+    rows = [measure(spec) for spec in chosen]
     machine = f"{platform.machine()} {jax.default_backend()} ({jax.devices()[0].device_kind}), jax {jax.__version__}"
-    print(f"One streaming step (T = 1, input {OBSERVATION} floats), XLA cost analysis on {machine}")
+    print(f"One streaming step (T = 1, input {OBSERVATION} floats), XLA cost analysis on {machine}"
+          + (" — smoke sizes, not the documented figures" if args.smoke else ""))
     print(table(rows))
+    for name, why in skipped.items():
+        print(f"\nno {name} row: {why}")
     print(
         "\nGTrXL keeps one mem [M, d] per layer, shared by its heads: its state column is per layer "
         "(as Table 5.1's GTrXL entry). Self-attention FLOPs include the layer's output projection."
@@ -275,7 +341,8 @@ def main() -> None:
         print(f"  {row['model']}: {row['config']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dict(machine=machine, rows=rows), indent=2, default=float))
+        args.json.write_text(json.dumps(dict(machine=machine, smoke=args.smoke, rows=rows, skipped=skipped), indent=2,
+                                        default=float))
         print(f"wrote {args.json}")
 
 

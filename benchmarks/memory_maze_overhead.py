@@ -21,7 +21,10 @@ alternating between them; the median of the repeats and each variant's overhead 
 against the raw task. A physics step takes tens of milliseconds, so the last row times the
 wrapper's translation alone (MemoryMazeEnv around a stub task that returns a stored timestep).
 
-    python benchmarks/memory_maze_overhead.py [--size 11x11] [--envs 4] [--steps 300] [--repeats 3] [--quick]
+    python benchmarks/memory_maze_overhead.py [--size 11x11] [--envs 4] [--steps 300] [--repeats 3] [--smoke]
+
+``--smoke``: the 9x9 maze, 2 envs per memory child, 10 steps, 1 repeat, 200 stub steps: both tables
+in well under a minute (a check that the script runs, not a measurement). Given flags win over these.
 
 Needs the ``memory-maze`` extra and a headless OpenGL library (EGL or OSMesa).
 """
@@ -152,11 +155,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="steps per timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant (median)")
     parser.add_argument("--envs", type=int, default=4, help="environments each memory child builds (>= 2)")
-    parser.add_argument("--quick", action="store_true", help="100 steps, 2 repeats, 3 envs")
+    parser.add_argument("--translation-steps", type=int, default=20_000, help="steps of the stub-task row")
+    parser.add_argument("--smoke", action="store_true",
+                        help="9x9, 2 envs, 10 steps, 1 repeat, 200 stub steps: both tables in seconds")
     parser.add_argument("--child", choices=MEMORY_VARIANTS, help=argparse.SUPPRESS)
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(size="9x9", envs=2, steps=10, repeats=1, translation_steps=200)
     args = parser.parse_args()
-    if args.quick:
-        args.steps, args.repeats, args.envs = 100, 2, 3
     if args.envs < 2:
         parser.error(f"--envs must be at least 2 (the first env also loads the libraries), got {args.envs}")
     if args.child:
@@ -187,7 +192,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for name, run in runners.items():
             seconds[name].append(run())
-    translation = translation_seconds_per_step(first)
+    translation = translation_seconds_per_step(first, args.translation_steps)
     for closeable in (raw, wrapped, made):
         closeable.close()
 

@@ -17,7 +17,11 @@ every observation (``agent + env`` steps/s, both wrappers); and with ``--compare
 memgym's own host training loop (PPO with the ``tiny-gru`` memory on 8 envs) is timed
 with each wrapper, alternating updates.
 
-    python benchmarks/popgym_overhead.py --compare-ref 28c9c7b [--steps 500] [--repeats 60] [--quick]
+    python benchmarks/popgym_overhead.py --compare-ref 28c9c7b [--steps 500] [--repeats 60] [--smoke]
+
+``--smoke``: 50 steps, 1 repeat, 1 timed training update per wrapper, and ``--compare-ref HEAD``
+unless a revision is given, so every column and both tables run, in seconds (a check that the
+script runs, not a measurement). Given flags win over these.
 
 Needs the ``popgym`` extra (and JAX for the agent column; ``--no-agent`` skips it).
 """
@@ -202,15 +206,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500, help="steps per timed run (short runs: more of them undisturbed)")
     parser.add_argument("--repeats", type=int, default=60, help="timed runs per variant (the best is shown)")
     parser.add_argument("--median", action="store_true", help="show the median run instead of the best")
-    parser.add_argument("--quick", action="store_true", help="1000 steps, 3 repeats")
+    parser.add_argument("--smoke", action="store_true",
+                        help="50 steps, 1 repeat, 1 training update, --compare-ref HEAD: every table in seconds")
     parser.add_argument("--no-agent", action="store_true", help="skip the end-to-end columns (no JAX)")
     parser.add_argument("--envs", nargs="*", default=list(DEFAULT_ENVS), help="popgym class names")
     parser.add_argument("--train", nargs="*", default=["RepeatPreviousEasy", "CountRecallEasy"], metavar="NAME",
                         help="tasks of the training-loop comparison (with --compare-ref; none: skip it)")
     parser.add_argument("--train-updates", type=int, default=40, help="timed PPO updates per wrapper (best shown)")
     parser.add_argument("--train-memory", default="tiny-gru", help="memory model of the training loop")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(steps=50, repeats=1, train_updates=1, compare_ref="HEAD")
     args = parser.parse_args()
-    steps, repeats = (1000, 3) if args.quick else (args.steps, args.repeats)
+    steps, repeats = args.steps, args.repeats
     old = load_module_at(args.compare_ref) if args.compare_ref else None
     agent = not args.no_agent
 
@@ -247,7 +254,7 @@ def main() -> None:
         print("| task | before | after | after / before |\n|---|---:|---:|---:|")
         for name in args.train:
             rate = measure_training(name, {"before": old, "after": sys.modules[PopGymEnv.__module__]},
-                                    3 if args.quick else args.train_updates, args.train_memory)
+                                    args.train_updates, args.train_memory)
             label = name.removesuffix("Easy") if name.endswith("Easy") else name
             print(f"| {label} | {rate['before']:,.0f} | {rate['after']:,.0f} | {rate['after'] / rate['before']:.3f} |",
                   flush=True)

@@ -17,12 +17,17 @@ excluded, reported separately). Ray runs one task per corridor length in paralle
 worker processes, each compiling its own copy of the agent; the local backend
 compiles once and runs the tasks one after another.
 
-    python benchmarks/scaling.py [--agent a2c-tiny-gru] [--devices 1 2 4] [--steps 50000]
+    python benchmarks/scaling.py [--agent a2c-tiny-gru] [--devices 1 2 4] [--steps 50000] [--smoke]
+
+``--smoke``: 2 lengths × 1 seed of 512 steps, 2 evaluation episodes, devices 1 and 2, one steady
+call, a Ray cluster of 2 CPUs: both parts (Ray too, when it is installed) at the smallest sizes (a
+check that the script runs, not a measurement). Given flags win over these.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -109,6 +114,10 @@ def main() -> None:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-sharding", action="store_true", help="e.g. for an any-framework --agent")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 cells of 512 steps, devices 1 and 2, 1 repeat, Ray on 2 CPUs: both parts, small")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(lengths=[4, 6], seeds=1, steps=512, eval_episodes=2, devices=[1, 2], repeats=1, ray_cpus=2)
     args = parser.parse_args()
     config = {"agent": args.agent, "lengths": args.lengths, "seeds": args.seeds, "steps": args.steps,
               "eval_episodes": args.eval_episodes, "repeats": args.repeats}
@@ -128,7 +137,10 @@ def main() -> None:
               f"{60 * r['cells'] / r['steady']:.1f} | {r['cells'] * args.steps / r['steady']:,.0f} | "
               f"{base / r['steady']:.2f}× |", flush=True)
     result = {"config": config, "sharding": rows}
-    if not args.skip_ray:
+    ray_missing = importlib.util.find_spec("ray") is None
+    if not args.skip_ray and ray_missing:
+        print('\nPart 2 skipped: Ray is not installed (pip install "memgym[ray]"; --skip-ray skips it quietly)')
+    if not args.skip_ray and not ray_missing:
         times = backends(config, args.ray_cpus)
         print(f"\n| backend | wall-clock (s) | speed-up |\n|---|---:|---:|\n| local (1 process) | "
               f"{times['local']:.1f} | 1.00× |\n| Ray, {args.ray_cpus} CPUs, 1 CPU per task | {times['ray']:.1f} | "

@@ -39,7 +39,12 @@ measurement), each ended by ``block_until_ready``, after an untimed warm-up call
 (the model functions are compiled ahead of time instead, and their compile time
 is reported).
 
-    python benchmarks/scan_speed.py [--quick] [--json results.json] [--plot fig.png]
+    python benchmarks/scan_speed.py [--smoke] [--json results.json] [--plot fig.png]
+
+``--smoke``: tapes of 200 and 1,000 steps (episodes of mean length 4, the episode loop timed over
+the first 500 steps and extrapolated), every model at width 8 on tapes of 16 steps, 2 streams,
+one timed call per measurement: both parts in seconds plus compilation (a check that the script
+runs, not a measurement). Given flags win over these.
 """
 
 from __future__ import annotations
@@ -303,7 +308,22 @@ def model_configs(d: int) -> dict[str, dict[str, Any]]:
         "gru": dict(features=d),
         "gtrxl": dict(attention, memory_size=64),
         "mlp": dict(features=d),
+        # the monoid paper's one-layer linear transformer (eq. 9–13), keys and values half the width (preset: 128 of 256)
+        "linear_attention_monoid": dict(features=d, key_size=d // 2, value_size=d // 2),
+        # memax's Gated DeltaNet (needs memgym[memax]), its own scan; hidden width d, keys round(sqrt(d)) wide.
+        "memax": dict(model="GDN", features=d),
     }
+
+
+def memax_missing() -> str | None:
+    """Why memax's models cannot be built here (the extra is not installed), or None when they can."""
+    try:
+        from memgym.memory.memax import available_models
+
+        available_models()
+    except ImportError as error:
+        return str(error)
+    return None
 
 
 @contextlib.contextmanager
@@ -334,12 +354,19 @@ def episode_starts(seed: int, length: int, mean_episode: int) -> np.ndarray:
     return start
 
 
-DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn", "mlp": "no scan"}  # models without a monoid scan
+# models without a monoid scan
+DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn", "mlp": "no scan", "memax": "memax scan"}
 
 
 def bench_models(args: argparse.Namespace) -> list[dict[str, Any]]:
     configs = model_configs(args.features)
+    missing = set(memory.MODELS) - set(configs)
+    if missing:
+        raise RuntimeError(f"registered models without a size in model_configs: {sorted(missing)}")
     names = [n for n in memory.MODELS if not args.models or n in args.models]
+    if "memax" in names and (why := memax_missing()) is not None:
+        print(f"\nno memax rows: the memax extra is missing ({why})")
+        names.remove("memax")
     auto = monoid_module.default_scan_method()
     timing = dict(target_s=args.target_s, min_repeats=args.min_repeats, max_repeats=args.max_repeats)
     rows = []
@@ -449,9 +476,12 @@ def int_list(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run; a few minutes on a 2-core CPU, mostly compilation)")
-    parser.add_argument("--lengths", type=int_list, help="return/GAE tape lengths (default 1000,10000,100000,1000000; quick without 1000000)")
-    parser.add_argument("--model-lengths", type=int_list, help="memory-model tape lengths (default 256,1024,4096; quick 256)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny tapes and models, one timed call each: both parts in seconds (plus compilation)")
+    parser.add_argument("--lengths", type=int_list, default=[1_000, 10_000, 100_000, 1_000_000],
+                        help="return/GAE tape lengths (default 1000,10000,100000,1000000)")
+    parser.add_argument("--model-lengths", type=int_list, default=[256, 1024, 4096],
+                        help="memory-model tape lengths (default 256,1024,4096)")
     parser.add_argument("--models", nargs="*", choices=sorted(memory.MODELS), help="models to time (default all)")
     parser.add_argument("--skip-returns", action="store_true", help="skip part 1")
     parser.add_argument("--skip-models", action="store_true", help="skip part 2")
@@ -464,22 +494,17 @@ def main() -> None:
     parser.add_argument("--in-features", type=int, default=64, help="input width of the model tapes (default 64)")
     parser.add_argument("--batch", type=int, default=8, help="streams vmapped per model call (default 8)")
     parser.add_argument("--no-forward", dest="forward", action="store_false", help="skip the forward-only model timings")
-    parser.add_argument("--target-s", type=float, default=None,
-                        help="time to spend per measurement (default 0.5 s, quick 0.2 s; at least --min-repeats calls)")
+    parser.add_argument("--target-s", type=float, default=0.5,
+                        help="time to spend per measurement (default 0.5 s; at least --min-repeats calls)")
     parser.add_argument("--min-repeats", type=int, default=3)
     parser.add_argument("--max-repeats", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--plot", metavar="PATH", help="save a log-log plot of the return/GAE times (PNG)")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(lengths=[200, 1_000], model_lengths=[16], mean_episode=4, loop_max_steps=500, features=8,
+                            in_features=8, batch=2, target_s=0.0, min_repeats=1, max_repeats=1)
     args = parser.parse_args()
-    if args.lengths is None:
-        args.lengths = [1_000, 10_000, 100_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
-    if args.model_lengths is None:
-        args.model_lengths = [256] if args.quick else [256, 1024, 4096]
-    if args.target_s is None:
-        args.target_s = 0.2 if args.quick else 0.5
-    if args.quick:
-        args.max_repeats = min(args.max_repeats, 10)
 
     device = jax.devices()[0]
     header = (f"device: {device.device_kind} ({device.platform}, {jax.device_count()} device(s)), "

@@ -22,7 +22,12 @@ steps with either sampler), so the default learning comparison is the same
 situation scaled down: ``B = 64`` with 8 environments (a share of 8 steps) and a
 corridor of 12, whose turn comes at step 11 or later.
 
-    python benchmarks/tbb_long_episodes.py [--corridor-length 12] [--batch-size 64] [--steps 150000] [--seeds 3]
+    python benchmarks/tbb_long_episodes.py [--corridor-length 12] [--batch-size 64] [--steps 150000] [--seeds 3] [--smoke]
+
+``--smoke``: part 1 on episodes of 13 and 41 steps with B = 96 (a share of 12) and 5 batches, part
+2 for 1,024 steps of 2 seeds on a corridor of 4 (B = 16, learning from step 256, a buffer of 1,024):
+both parts in seconds plus compilation (a check that the script runs, not a measurement). Given
+flags win over these.
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def filled_tapes(replay: TapeReplay, episode_length: int, tapes: int):
     state = replay.init(jnp.zeros((), jnp.int32))
     state = replay.add(state, index, index == 0)
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (tapes,) + x.shape), state)
+
+
+#: Part 1's (episode length, B) pairs besides part 2's own: episodes longer than DQN's share of B = 1000.
+COVERAGE = ((131, 1000), (415, 1000))
+SMOKE_COVERAGE = ((13, 96), (41, 96))
 
 
 def coverage(episode_length: int, batch_size: int, tapes: int = 8, batches: int = 200) -> dict[str, dict]:
@@ -106,16 +116,23 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--config", type=json.loads, default={}, help="DQNConfig fields of part 2, as JSON")
     parser.add_argument("--learning-only", action="store_true", help="skip part 1")
+    parser.add_argument("--batches", type=int, default=200, help="batches drawn per sampler in part 1")
+    parser.add_argument("--smoke", action="store_true",
+                        help="short episodes, 5 batches, 1,024 steps of 2 seeds on a corridor of 4: seconds")
+    smoke = parser.parse_known_args()[0].smoke
+    if smoke:
+        parser.set_defaults(corridor_length=4, batch_size=16, steps=1_024, seeds=2, batches=5,
+                            config={"learning_starts": 256, "buffer_size": 1_024})
     args = parser.parse_args()
     print(f"{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} ({jax.devices()[0].platform}), "
           f"load {os.getloadavg()[0]:.1f}")
 
     if not args.learning_only:
-        print("\nPart 1 — coverage: 8 tapes, 200 batches; step indices of the episodes that appear in a batch")
+        print(f"\nPart 1 — coverage: 8 tapes, {args.batches} batches; step indices of the episodes that appear in a batch")
         print("| episode length | B | share B // 8 | sampler | largest step sampled | step indices seen |")
         print("|---:|---:|---:|---|---:|---:|")
-        for length, batch in ((131, 1000), (415, 1000), (args.corridor_length + 1, args.batch_size)):
-            for name, row in coverage(length, batch).items():
+        for length, batch in (SMOKE_COVERAGE if smoke else COVERAGE) + ((args.corridor_length + 1, args.batch_size),):
+            for name, row in coverage(length, batch, batches=args.batches).items():
                 print(f"| {length} | {batch} | {batch // 8} | {name} | {row['max_step']} | {row['steps_seen']:.0%} |")
 
     print(f"\nPart 2 — DQN + FFM + TBB on T-Maze L = {args.corridor_length}, B = {args.batch_size}, 8 environments, "

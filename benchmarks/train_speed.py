@@ -37,7 +37,12 @@ The last lines compare AReLiT with GTrXL-256 against the thesis (§5.2.3: AReLiT
 +54 % FPS, −43 % memory), i.e. the targets steps/s ratio ≥ 1.5× and memory
 ratio ≤ 0.6×, and, on an H100, AReLiT vmapped ≥ 700k steps/s.
 
-    python benchmarks/train_speed.py [--quick] [--models arelit gtrxl-256] [--updates K] [--runs R] [--json out.json]
+    python benchmarks/train_speed.py [--smoke] [--models arelit gtrxl-256] [--updates K] [--runs R] [--json out.json]
+
+``--smoke``: every model at tiny sizes (width 16, one layer of 2 heads × 8, GTrXL memory 8 or
+16), 2 environments × 8 steps on a corridor of 4, K = 1, R = 2, one timed call: every row, both
+measurements and the comparison, mostly compilation (a check that the script runs, not a
+measurement). Given flags win over these.
 """
 
 from __future__ import annotations
@@ -68,6 +73,19 @@ VARIANTS = {
        for preset in ("arelit", "relit", "linear_attention", "lstm", "gru") for k in (16, 32, 64)},
 }
 RESULT_MARKER = "TRAIN_SPEED_RESULT "
+
+# --smoke: the tiny value of every size option (memory sizes shrink 16-fold, so GTrXL-128 and -256 still differ).
+SMOKE_SIZES = dict(features=16, num_layers=1, num_heads=2, head_dim=8, eta=2, state_size=16, context_size=2,
+                   key_size=8, value_size=8)
+
+
+def smoke_sizes(config: dict[str, Any]) -> dict[str, Any]:
+    """The size options of a memory ``config`` at their tiny ``--smoke`` values (other options left out)."""
+    small = {key: SMOKE_SIZES[key] for key in config if key in SMOKE_SIZES}
+    if "memory_size" in config:
+        small["memory_size"] = max(2, config["memory_size"] // 16)
+    return small
+
 
 # Thesis targets (issue / thesis §5.2.3).
 TARGET_FPS_RATIO = 1.5
@@ -139,6 +157,8 @@ def bench_model(preset: str, opts: dict[str, Any]) -> dict[str, Any]:
     name = preset
     preset, overrides, trainer_overrides = VARIANTS.get(name, (name, {}, {}))
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
+    if opts.get("smoke"):
+        overrides = {**smoke_sizes(MEMORY_PRESETS[preset][1]), **overrides}
     config = A2CConfig(
         memory=preset, memory_config=json.dumps(overrides), learning_rate=learning_rate, entropy_coef=entropy_coef,
         num_envs=opts["num_envs"], rollout_length=opts["rollout_length"], **trainer_overrides,
@@ -321,14 +341,14 @@ def save_json(path: str, meta: dict[str, Any], rows: list[dict[str, Any]], comp:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="K = 1 update, R = 2 runs, 1 timed call (a smoke run; defaults below otherwise)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny models, 2 envs × 8 steps, K = 1, R = 2, 1 timed call: every row, mostly compilation")
     parser.add_argument("--models", nargs="*", choices=MODELS + list(VARIANTS),
                         help="presets to time (default all MODELS; VARIANTS such as relit-recurrent on request)")
     parser.add_argument("--updates", "-K", type=int, help="updates per timed call (default 1 on CPU, 8 on GPU)")
     parser.add_argument("--runs", "-R", type=int,
                         help="runs vmapped together (default 4 on CPU, 64 on GPU; 0 skips the vmapped measurement)")
-    parser.add_argument("--repeats", type=int, help="timed calls per measurement (default 3, quick 1)")
+    parser.add_argument("--repeats", type=int, help="timed calls per measurement (default 3)")
     parser.add_argument("--corridor-length", type=int, default=120)
     parser.add_argument("--max-episode-steps", type=int, default=1000)
     parser.add_argument("--num-envs", type=int, default=8, help="environments per run (thesis: 8)")
@@ -338,6 +358,8 @@ def main() -> None:
                         help="time every model in this process instead of one fresh subprocess per model")
     parser.add_argument("--json", metavar="PATH", help="save the results as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(updates=1, runs=2, repeats=1, corridor_length=4, num_envs=2, rollout_length=8)
     args = parser.parse_args()
 
     if args.worker:  # child process of run_isolated
@@ -350,16 +372,16 @@ def main() -> None:
     device = jax.devices()[0]
     gpu = device.platform == "gpu"
     if args.updates is None:
-        args.updates = 1 if (args.quick or not gpu) else 8
+        args.updates = 8 if gpu else 1
     if args.runs is None:
-        args.runs = 2 if args.quick else (64 if gpu else 4)
+        args.runs = 64 if gpu else 4
     if args.repeats is None:
-        args.repeats = 1 if args.quick else 3
+        args.repeats = 3
     if args.updates < 1 or args.runs < 0 or args.repeats < 1:
         parser.error("--updates and --repeats must be ≥ 1, --runs ≥ 0")
     models = args.models or MODELS
     opts = {k: getattr(args, k) for k in ("updates", "runs", "repeats", "corridor_length", "max_episode_steps",
-                                           "num_envs", "rollout_length", "seed")}
+                                           "num_envs", "rollout_length", "seed", "smoke")}
 
     header = (f"device: {device.device_kind} ({device.platform}, {jax.device_count()} device(s)), "
               f"host: {platform.machine()} ({os.cpu_count()} CPUs), jax {jax.__version__}, "

@@ -17,7 +17,11 @@ are read from the compiled function:
 Each model compiles in a fresh process (the dump flag is per process).
 Compilation only, so the figures do not depend on the machine's load.
 
-    python benchmarks/update_memory_profile.py [--models arelit relit gtrxl-256] [--top 8]
+    python benchmarks/update_memory_profile.py [--models arelit relit gtrxl-256] [--top 8] [--smoke]
+
+``--smoke``: the same presets at tiny sizes (width 16, one layer of 2 heads × 8, GTrXL memory 16),
+2 environments × 8 steps on a corridor of 4: every table, mostly compilation (a check that the
+script runs, not a measurement).
 """
 
 from __future__ import annotations
@@ -37,11 +41,12 @@ import json, sys, jax
 from memgym.agents.a2c import A2CConfig, A2CTrainer
 from memgym.agents.config import THESIS_TMAZE_HPARAMS
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
-preset = sys.argv[1]
+job = json.loads(sys.argv[1])
+preset = job["preset"]
 learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
-config = A2CConfig(memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef, num_envs=8,
-                   rollout_length=256)
-params = tmaze_params(120, max_episode_steps=1000)
+config = A2CConfig(memory=preset, memory_config=json.dumps(job["memory_config"]), learning_rate=learning_rate,
+                   entropy_coef=entropy_coef, num_envs=job["num_envs"], rollout_length=job["rollout_length"])
+params = tmaze_params(job["corridor_length"], max_episode_steps=1000)
 trainer = A2CTrainer(config, TMazeJax(), example_params=params)
 state = jax.jit(trainer.init)(jax.random.key(0), params)
 compiled = jax.jit(lambda s, p: trainer.run(s, p, 1), donate_argnums=0).lower(state, params).compile()
@@ -74,10 +79,29 @@ def biggest_buffers(dump: Path, top: int) -> list[dict]:
     return sorted(rows, key=lambda r: -r["bound"])[:top]
 
 
-def profile(model: str, top: int) -> dict:
+#: The thesis T-Maze setup of train_speed.py, and the tiny one of --smoke.
+THESIS = dict(num_envs=8, rollout_length=256, corridor_length=120)
+SMOKE = dict(num_envs=2, rollout_length=8, corridor_length=4)
+SMOKE_SIZES = dict(features=16, num_layers=1, num_heads=2, head_dim=8, eta=2, state_size=16, context_size=2,
+                   key_size=8, value_size=8)
+
+
+def smoke_sizes(preset: str) -> dict:
+    """The size options of memory ``preset`` at their tiny ``--smoke`` values (memory sizes shrink 16-fold)."""
+    from memgym.agents.config import MEMORY_PRESETS
+
+    config = MEMORY_PRESETS[preset][1]
+    small = {key: SMOKE_SIZES[key] for key in config if key in SMOKE_SIZES}
+    if "memory_size" in config:
+        small["memory_size"] = max(2, config["memory_size"] // 16)
+    return small
+
+
+def profile(model: str, top: int, smoke: bool = False) -> dict:
+    job = dict(SMOKE if smoke else THESIS, preset=model, memory_config=smoke_sizes(model) if smoke else {})
     with tempfile.TemporaryDirectory() as dump:
         env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}".strip())
-        done = subprocess.run([sys.executable, "-c", WORKER, model], env=env, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", WORKER, json.dumps(job)], env=env, capture_output=True, text=True)
         lines = [line for line in done.stdout.splitlines() if line.startswith("PROFILE ")]
         if done.returncode or not lines:
             raise RuntimeError(f"{model}: {done.stderr[-2000:]}")
@@ -91,9 +115,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["arelit", "relit", "gtrxl-256"])
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, 2 envs × 8 steps on a corridor of 4: every table, mostly compilation")
     args = parser.parse_args()
     mib = 2**20
-    results = {model: profile(model, args.top) for model in args.models}
+    results = {model: profile(model, args.top, args.smoke) for model in args.models}
     print("| model | XLA memory (MiB) | temporaries (MiB) |")
     print("|---|---:|---:|")
     for model, r in results.items():

@@ -14,7 +14,11 @@ environments × 256 steps, corridor 120, Table A.2 sizes), four jitted functions
 ``backward`` is ``gradient − replay``. Figures move with the machine's load; compare rows
 of one run.
 
-    python benchmarks/update_time_split.py [--models arelit gtrxl-128] [--repeats 5] [--replay-chunk-size K]
+    python benchmarks/update_time_split.py [--models arelit gtrxl-128] [--repeats 5] [--replay-chunk-size K] [--smoke]
+
+``--smoke``: the same presets at tiny sizes (width 16, one layer of 2 heads × 8, GTrXL memory 8 or
+16), 2 environments × 8 steps on a corridor of 4, one timed call: every row, mostly compilation
+(a check that the script runs, not a measurement). Given flags win over these.
 """
 
 from __future__ import annotations
@@ -23,6 +27,23 @@ import argparse
 import os
 import statistics
 import time
+
+#: The thesis T-Maze setup of train_speed.py, and the tiny one of --smoke.
+THESIS = dict(num_envs=8, rollout_length=256, corridor_length=120)
+SMOKE = dict(num_envs=2, rollout_length=8, corridor_length=4)
+SMOKE_SIZES = dict(features=16, num_layers=1, num_heads=2, head_dim=8, eta=2, state_size=16, context_size=2,
+                   key_size=8, value_size=8)
+
+
+def smoke_sizes(preset: str) -> dict:
+    """The size options of memory ``preset`` at their tiny ``--smoke`` values (memory sizes shrink 16-fold)."""
+    from memgym.agents.config import MEMORY_PRESETS
+
+    config = MEMORY_PRESETS[preset][1]
+    small = {key: SMOKE_SIZES[key] for key in config if key in SMOKE_SIZES}
+    if "memory_size" in config:
+        small["memory_size"] = max(2, config["memory_size"] // 16)
+    return small
 
 
 def median_ms(function, *args, repeats: int) -> float:
@@ -37,7 +58,9 @@ def median_ms(function, *args, repeats: int) -> float:
     return 1000 * statistics.median(times)
 
 
-def split(preset: str, repeats: int, replay_chunk_size: int) -> dict[str, float]:
+def split(preset: str, repeats: int, replay_chunk_size: int, smoke: bool = False) -> dict[str, float]:
+    import json
+
     import jax
 
     from memgym.agents.a2c import A2CConfig, A2CTrainer
@@ -47,9 +70,11 @@ def split(preset: str, repeats: int, replay_chunk_size: int) -> dict[str, float]
 
     learning_rate, entropy_coef = THESIS_TMAZE_HPARAMS.get(preset, (1e-4, 1e-3))
     chunking = {"replay_chunk_size": replay_chunk_size} if replay_chunk_size else {}
-    config = A2CConfig(memory=preset, learning_rate=learning_rate, entropy_coef=entropy_coef, num_envs=8,
-                       rollout_length=256, **chunking)
-    env_params = tmaze_params(120, max_episode_steps=1000)
+    setup = SMOKE if smoke else THESIS
+    config = A2CConfig(memory=preset, memory_config=json.dumps(smoke_sizes(preset) if smoke else {}),
+                       learning_rate=learning_rate, entropy_coef=entropy_coef, num_envs=setup["num_envs"],
+                       rollout_length=setup["rollout_length"], **chunking)
+    env_params = tmaze_params(setup["corridor_length"], max_episode_steps=1000)
     trainer = A2CTrainer(config, TMazeJax(), example_params=env_params)
     state = jax.jit(trainer.init)(jax.random.key(0), env_params)
     collect = jax.jit(lambda s, p: trainer.collect(s, p, trainer.acting(s)[0]))
@@ -74,16 +99,23 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["arelit", "gtrxl-128", "gtrxl-256"], help="memory presets")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per function (median)")
     parser.add_argument("--replay-chunk-size", type=int, default=0, help="A2CConfig.replay_chunk_size (0: whole replay)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, 2 envs × 8 steps on a corridor of 4, 1 timed call: every row, mostly compilation")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(repeats=1)
     args = parser.parse_args()
 
     import jax
 
+    setup = SMOKE if args.smoke else THESIS
     print(f"# jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs, "
-          f"load before {os.getloadavg()[0]:.1f}; A2C, T-Maze L = 120, 8 envs x 256 steps per update")
+          f"load before {os.getloadavg()[0]:.1f}; A2C, T-Maze L = {setup['corridor_length']}, "
+          f"{setup['num_envs']} envs x {setup['rollout_length']} steps per update"
+          + ("; smoke sizes, not a measurement" if args.smoke else ""))
     print("| model | collect (ms) | replay forward | backward | update | collect share |")
     print("|---|---:|---:|---:|---:|---:|")
     for preset in args.models:
-        row = split(preset, args.repeats, args.replay_chunk_size)
+        row = split(preset, args.repeats, args.replay_chunk_size, args.smoke)
         print(f"| {preset} | {row['collect']:,.0f} | {row['replay']:,.0f} | {row['backward']:,.0f} | "
               f"{row['update']:,.0f} | {row['collect'] / row['update']:.0%} |", flush=True)
     print(f"# load after {os.getloadavg()[0]:.1f}")

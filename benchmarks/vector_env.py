@@ -11,7 +11,10 @@ through the Gymnasium API a user calls (``step(actions)`` with NumPy arrays in a
 auto-reset ``SAME_STEP``). Runs alternate between the two; the table shows steps/s (over all
 environments, median of the repeats) and their ratio, with the machine's load average.
 
-    python benchmarks/vector_env.py [--sizes 8 64 1024] [--steps 200] [--repeats 5]
+    python benchmarks/vector_env.py [--sizes 8 64 1024] [--steps 200] [--repeats 5] [--smoke]
+
+``--smoke``: 2 and 8 environments, 10 steps, 1 repeat: the table in seconds (a check that the
+script runs, not a measurement). Given flags win over these.
 
 Needs the ``jax`` extra. Runs unchanged on a GPU (JAX's default device is printed).
 """
@@ -55,6 +58,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 64, 1024], help="numbers of environments")
     parser.add_argument("--steps", type=int, default=200, help="vector steps per timed run")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per variant (median)")
+    parser.add_argument("--smoke", action="store_true", help="2 and 8 envs, 10 steps, 1 repeat: the table in seconds")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(sizes=[2, 8], steps=10, repeats=1)
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"T-Maze vector envs, L = {CORRIDOR_LENGTH} ({platform.processor() or platform.machine()}, "

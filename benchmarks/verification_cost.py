@@ -13,12 +13,17 @@ in-process agent, side by side in one run.
   compile, train, export) and the size of the exported ``act``. Training itself runs the same
   compiled code in both.
 
-    python benchmarks/verification_cost.py [--steps 20000] [--repeats 3] [--jax-agent a2c-tiny-gru]
+    python benchmarks/verification_cost.py [--steps 20000] [--repeats 3] [--jax-agent a2c-tiny-gru] [--smoke]
+
+``--smoke``: 512 any-framework steps, one repeat, and the JAX-tier cells trained for 512 steps
+(two updates of the tiny GRU) with 4 evaluation episodes each: every row of both tables, mostly
+start-up and compilation (a check that the script runs, not a measurement). Given flags win over these.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -62,8 +67,9 @@ def any_tier_rows(steps: int, repeats: int) -> list[list[str]]:
     return rows
 
 
-def jax_tier_rows(spec: str, repeats: int) -> list[list[str]]:
-    budget = TMAZE.presets["smoke"]
+def jax_tier_rows(spec: str, repeats: int, budget=None) -> list[list[str]]:
+    """Rows of the JAX-tier table; ``budget`` (default the smoke preset) gives the seeds, steps and episodes."""
+    budget = budget or TMAZE.presets["smoke"]
     cells = [(8, seed) for seed in range(budget.seeds)]
     agent = load_factory(spec)(TMAZE.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
     local = JaxCells(agent, TMAZE, budget)
@@ -100,7 +106,7 @@ def jax_tier_rows(spec: str, repeats: int) -> list[list[str]]:
                for i in range(len(cells)) for k in range(4))
     state = ScoredState(inner=None, **{n: c[0] for n, c in trained["counters"].items()})
     outcome = cell_outcome(TMAZE, budget, state, seal, trained["params"][0], results["exported act, here (verify)"][0])
-    print(f"JAX tier ({spec}, smoke preset, L=8, {budget.seeds} seeds, {budget.eval_episodes} evaluation episodes "
+    print(f"JAX tier ({spec}, {budget.name} budget, L=8, {budget.seeds} seeds, {budget.eval_episodes} evaluation episodes "
           f"each): one child run (start, import, compile, train {budget.total_steps:,} steps x {budget.seeds}, "
           f"export) {child_seconds:.1f}s; exported act {len(trained['act']) / 1024:.0f} KiB; evaluation arrays "
           f"identical in process and exported: {same}; seed 0 evaluated here: "
@@ -118,14 +124,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20_000, help="any-framework training steps per measurement")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jax-agent", default="a2c-tiny-gru")
+    parser.add_argument("--jax-steps", type=int, default=None,
+                        help="training steps of each JAX-tier cell (default: the smoke preset's)")
+    parser.add_argument("--jax-episodes", type=int, default=None,
+                        help="evaluation episodes of each JAX-tier cell (default: the smoke preset's)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="512 steps, 1 repeat, JAX cells of 512 steps and 4 episodes: both tables, seconds")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(steps=512, repeats=1, jax_steps=512, jax_episodes=4)
     args = parser.parse_args()
+    smoke = TMAZE.presets["smoke"]
+    budget = dataclasses.replace(
+        smoke, name="smoke" if args.jax_steps is None and args.jax_episodes is None else "smoke+custom",
+        total_steps=args.jax_steps or smoke.total_steps, eval_episodes=args.jax_episodes or smoke.eval_episodes,
+        train_window=min(smoke.train_window, args.jax_steps or smoke.total_steps))
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
           f"jax {jax.__version__} ({jax.default_backend()})")
     print(f"\nAny-framework tier: training steps/s over 8 envs ({args.steps:,} steps, median of {args.repeats})\n")
     print(table(["agent", "in process (run)", "child process (verify)", "ratio", "child start"],
                 any_tier_rows(args.steps, args.repeats)))
     print()
-    rows = jax_tier_rows(args.jax_agent, args.repeats)
+    rows = jax_tier_rows(args.jax_agent, args.repeats, budget)
     print()
     print(table(["evaluation of 2 cells", "first call (compile)", f"median of {args.repeats}"], rows))
     print(f"\nload at the end {os.getloadavg()[0]:.2f}")
