@@ -111,7 +111,8 @@ def main() -> None:
     setup = SMOKE if args.smoke else THESIS
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}; GTrXL {setup.model}")
-    print(f"| M | form | step of {STREAMS} streams (ms) | collect of {setup.num_envs} × {setup.rollout_length} steps (ms) |")
+    collect = f"collect of {setup.num_envs} × {setup.rollout_length} steps (ms)"
+    print(f"| M | form | step of {STREAMS} streams (ms) | {collect} |")
     print("|---:|---|---:|---:|")
     for memory_size in setup.memory_sizes:
         results = {}

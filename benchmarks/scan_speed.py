@@ -308,7 +308,7 @@ def model_configs(d: int) -> dict[str, dict[str, Any]]:
         "gru": dict(features=d),
         "gtrxl": dict(attention, memory_size=64),
         "mlp": dict(features=d),
-        # the monoid paper's one-layer linear transformer (eq. 9–13), keys and values half the width (preset: 128 of 256)
+        # the monoid paper's one-layer linear transformer (eq. 9–13); keys and values half the width, as its preset
         "linear_attention_monoid": dict(features=d, key_size=d // 2, value_size=d // 2),
         # memax's Gated DeltaNet (needs memgym[memax]), its own scan; hidden width d, keys round(sqrt(d)) wide.
         "memax": dict(model="GDN", features=d),
@@ -355,7 +355,8 @@ def episode_starts(seed: int, length: int, mean_episode: int) -> np.ndarray:
 
 
 # models without a monoid scan
-DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn", "mlp": "no scan", "memax": "memax scan"}
+DEFAULT_LABEL = {"lstm": "lax.scan", "gru": "lax.scan", "gtrxl": "chunked attn", "mlp": "no scan",
+                 "memax": "memax scan"}
 
 
 def bench_models(args: argparse.Namespace) -> list[dict[str, Any]]:

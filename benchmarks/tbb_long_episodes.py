@@ -22,7 +22,8 @@ steps with either sampler), so the default learning comparison is the same
 situation scaled down: ``B = 64`` with 8 environments (a share of 8 steps) and a
 corridor of 12, whose turn comes at step 11 or later.
 
-    python benchmarks/tbb_long_episodes.py [--corridor-length 12] [--batch-size 64] [--steps 150000] [--seeds 3] [--smoke]
+    python benchmarks/tbb_long_episodes.py [--corridor-length 12] [--batch-size 64] [--steps 150000] [--seeds 3]
+                                           [--smoke]
 
 ``--smoke``: part 1 on episodes of 13 and 41 steps with B = 96 (a share of 12) and 5 batches, part
 2 for 1,024 steps of 2 seeds on a corridor of 4 (B = 16, learning from step 256, a buffer of 1,024):
@@ -128,7 +129,8 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.1f}")
 
     if not args.learning_only:
-        print(f"\nPart 1 — coverage: 8 tapes, {args.batches} batches; step indices of the episodes that appear in a batch")
+        print(f"\nPart 1 — coverage: 8 tapes, {args.batches} batches; "
+              "step indices of the episodes that appear in a batch")
         print("| episode length | B | share B // 8 | sampler | largest step sampled | step indices seen |")
         print("|---:|---:|---:|---|---:|---:|")
         for length, batch in (SMOKE_COVERAGE if smoke else COVERAGE) + ((args.corridor_length + 1, args.batch_size),):

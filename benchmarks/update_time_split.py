@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per function (median)")
     parser.add_argument("--replay-chunk-size", type=int, default=0, help="A2CConfig.replay_chunk_size (0: whole replay)")
     parser.add_argument("--smoke", action="store_true",
-                        help="tiny sizes, 2 envs × 8 steps on a corridor of 4, 1 timed call: every row, mostly compilation")
+                        help="tiny sizes, 2 envs × 8 steps on a corridor of 4, 1 timed call: every row, seconds")
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(repeats=1)
     args = parser.parse_args()

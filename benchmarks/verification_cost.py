@@ -106,8 +106,8 @@ def jax_tier_rows(spec: str, repeats: int, budget=None) -> list[list[str]]:
                for i in range(len(cells)) for k in range(4))
     state = ScoredState(inner=None, **{n: c[0] for n, c in trained["counters"].items()})
     outcome = cell_outcome(TMAZE, budget, state, seal, trained["params"][0], results["exported act, here (verify)"][0])
-    print(f"JAX tier ({spec}, {budget.name} budget, L=8, {budget.seeds} seeds, {budget.eval_episodes} evaluation episodes "
-          f"each): one child run (start, import, compile, train {budget.total_steps:,} steps x {budget.seeds}, "
+    print(f"JAX tier ({spec}, {budget.name} budget, L=8, {budget.seeds} seeds, {budget.eval_episodes} evaluation "
+          f"episodes each): one child run (start, import, compile, train {budget.total_steps:,} steps x {budget.seeds}, "
           f"export) {child_seconds:.1f}s; exported act {len(trained['act']) / 1024:.0f} KiB; evaluation arrays "
           f"identical in process and exported: {same}; seed 0 evaluated here: "
           f"{outcome[1]['success_rate'] if isinstance(outcome, tuple) else outcome}")
@@ -134,10 +134,11 @@ def main() -> None:
         parser.set_defaults(steps=512, repeats=1, jax_steps=512, jax_episodes=4)
     args = parser.parse_args()
     smoke = TMAZE.presets["smoke"]
-    budget = dataclasses.replace(
+    steps = smoke.total_steps if args.jax_steps is None else args.jax_steps
+    budget = dataclasses.replace(  # the preset checks the values (a clear ValueError for a bad one)
         smoke, name="smoke" if args.jax_steps is None and args.jax_episodes is None else "smoke+custom",
-        total_steps=args.jax_steps or smoke.total_steps, eval_episodes=args.jax_episodes or smoke.eval_episodes,
-        train_window=min(smoke.train_window, args.jax_steps or smoke.total_steps))
+        total_steps=steps, train_window=min(smoke.train_window, steps),
+        eval_episodes=smoke.eval_episodes if args.jax_episodes is None else args.jax_episodes)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
           f"jax {jax.__version__} ({jax.default_backend()})")
     print(f"\nAny-framework tier: training steps/s over 8 envs ({args.steps:,} steps, median of {args.repeats})\n")
