@@ -20,7 +20,7 @@ in every mode (as a board run pays them), and steps/s = cells × training steps 
                                          [--seeds 5] [--steps 20000] [--parallel 2] [--json out.json] [--smoke]
 
 ``--smoke``: a grid of 2 lengths × 1 seed, 512 training steps (two updates) and 2 evaluation episodes
-per cell, with the tiny GRU and the tiny AReLiT: every mode of every row in well under a minute (a check
+per cell, with the tiny GRU: every mode of every row in well under a minute (a check
 that the script runs, not a measurement). Given flags win over these.
 """
 
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny agents, 2 cells of 512 steps and 2 evaluation episodes: a run of seconds")
     if parser.parse_known_args()[0].smoke:
-        parser.set_defaults(agents=["a2c-tiny-gru", "a2c-tiny-arelit"], lengths=[4, 6], seeds=1, steps=512,
+        parser.set_defaults(agents=["a2c-tiny-gru"], lengths=[4, 6], seeds=1, steps=512,
                             window=256, episodes=2, max_episode_steps=50)
     args = parser.parse_args()
     if args.parallel < 1:

@@ -109,7 +109,7 @@ CASES: dict[str, Case] = {
         prints=("| episode length | B |", "| per-tape split |", "| sampler | success per seed |"),
     ),
     "train_speed.py": Case(
-        prints=("| model ", "| gtrxl-256 ", "| ffm ", "AReLiT vs GTrXL-256 (thesis"),
+        prints=("| model ", "| gtrxl-256 ", "| arelit ", "AReLiT vs GTrXL-256 (thesis"),
         args=("--json", "{tmp}/train_speed.json"),
         writes=("train_speed.json",),
     ),

@@ -41,14 +41,15 @@ def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
             argv = [sys.executable, "-c", code]
         else:
             for line in (line.split("  #")[0].strip() for line in code.splitlines()):
-                if not line or line == test_command:  # the tests themselves: the command that runs this one
+                match = INSTALL.match(line)
+                command = match["rest"] if match else line
+                if not command or command == test_command:  # the tests themselves: the command that runs this one
                     continue
-                if line == "pip install .":  # this environment is that install (and more)
+                if command == "pip install .":  # this environment is that install (and more)
                     assert subprocess.run([sys.executable, "-m", "pip", "show", "memgym"], capture_output=True,
                                           env=env).returncode == 0
                     continue
-                match = INSTALL.match(line)
-                ran.append(match["rest"] if match else line)
+                ran.append(command)
                 out = subprocess.run(ran[-1], shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
                                      timeout=900)
                 assert out.returncode == 0, f"README command {ran[-1]!r} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"

@@ -30,6 +30,7 @@ def ppo_config(**overrides) -> PPOConfig:
 
 
 @pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit"])
+@pytest.mark.slow
 def test_replay_from_stored_carries_reproduces_acting(memory):
     """Two rollouts in a row: the learner's tape replay gives the actor's values and log-probs."""
     trainer = A2CTrainer(config(memory=memory), TMazeJax())
@@ -52,6 +53,7 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
 
 @pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit", "tiny-relit", "tiny-deltanet"])
 @pytest.mark.parametrize("chunk", [16, 100])
+@pytest.mark.slow
 def test_replay_in_checkpointed_chunks_equals_the_whole_replay(memory, chunk):
     """``replay_chunk_size`` changes memory and compute only: the logits, values and loss gradients of a
     256-step rollout (the thesis length; episodes start inside it, pieces do not divide it) equal one replay."""
@@ -89,6 +91,7 @@ def success_at_end(metrics) -> np.ndarray:
     return successes[..., -tail:].sum(-1) / np.maximum(episodes[..., -tail:].sum(-1), 1)
 
 
+@pytest.mark.slow
 def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
     trainer = A2CTrainer(config(total_steps=100_000), TMazeJax())
     params = tmaze_params(np.array([3, 5]), max_episode_steps=np.array([50, 50]))
@@ -99,6 +102,7 @@ def test_a2c_learns_tmaze_for_two_corridor_lengths_in_one_call():
 
 
 @pytest.mark.parametrize("batching", ["tape", "segment"])
+@pytest.mark.slow
 def test_ppo_learns_short_tmaze(batching):
     trainer = PPOTrainer(ppo_config(batching=batching, total_steps=60_000, learning_rate=3e-3, epochs=2), TMazeJax())
     _, metrics = jax.jit(trainer.train)(jax.random.key(1), tmaze_params(2, max_episode_steps=30))
@@ -106,6 +110,7 @@ def test_ppo_learns_short_tmaze(batching):
     assert success_at_end(metrics) > 0.9
 
 
+@pytest.mark.slow
 def test_run_continues_train():
     """``init`` + ``run`` in two chunks equals one ``train`` call (resumable training)."""
     trainer = A2CTrainer(config(), TMazeJax())
@@ -174,6 +179,7 @@ def test_a2c_config_has_no_ppo_fields():
     assert issubclass(A2CTrainer, ActorCriticTrainer) and issubclass(PPOTrainer, ActorCriticTrainer)
 
 
+@pytest.mark.slow
 def test_truncation_bootstrap_runs_the_network_only_on_steps_with_a_cut():
     """``final_value`` is the critic's value of the observation a time limit cut the episode at; the
     collector computes it only on steps where some episode of the whole (vmapped) batch was cut, with

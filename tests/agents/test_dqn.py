@@ -40,6 +40,7 @@ def check_metrics(metrics, shape):
 @pytest.mark.parametrize(
     "batching, memory", [("segment", GRU), ("tape", FFM)], ids=["sbb-gru", "tbb-ffm"]
 )
+@pytest.mark.slow
 def test_runs_and_learns_nothing_nonfinite(batching, memory):
     config = DQNConfig(batching=batching, **memory, **TINY)
     trainer = DQNTrainer(config, ENV, PARAMS)
@@ -141,6 +142,7 @@ def test_segment_loss_ignores_padding():
     np.testing.assert_allclose(clean[1]["q_mean"], dirty[1]["q_mean"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_learns_tmaze_with_tbb_vmapped_over_corridor_lengths():
     """One compiled ``jit(vmap(train))`` call trains two seeds on corridors of length 2 and 4.
 

@@ -66,6 +66,7 @@ def test_resnet_downsamples_three_times():
     assert params["params"]["Dense_0"]["kernel"].shape == (8 * 8 * 32, 256)
 
 
+@pytest.mark.slow
 def test_encoder_reads_both_the_image_and_the_vector_part():
     encoder = ObservationEncoder((16, 16, 3))
     rng = np.random.default_rng(1)

@@ -43,6 +43,7 @@ def test_host_loop_rejects_mismatched_envs():
         HostLoop(trainer, vector_env(8, gym.vector.AutoresetMode.NEXT_STEP))
 
 
+@pytest.mark.slow
 def test_dqn_host_loop_learns_the_short_maze():
     from memgym.agents.dqn import DQNTrainer
 
@@ -58,6 +59,7 @@ def test_dqn_host_loop_learns_the_short_maze():
 
 
 @pytest.mark.parametrize("kind", ["ppo", "dqn"])
+@pytest.mark.slow
 def test_host_loops_train_on_popgym(kind):
     pytest.importorskip("popgym")
 
@@ -87,6 +89,7 @@ class DeterministicTMaze(TMazeJax):
 
 
 @pytest.mark.parametrize("kind", ["a2c", "dqn"])
+@pytest.mark.slow
 def test_functional_and_host_collectors_record_the_same_steps(kind):
     """Same seed, same environment: both collectors draw the same keys, act the same and record the same."""
     from memgym.agents.registry import make_trainer

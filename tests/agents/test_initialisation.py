@@ -56,6 +56,7 @@ def test_every_registered_model_is_covered():
 
 
 @pytest.mark.parametrize("name, network", [(name, ActorCritic) for name in sorted(SMALL)] + [("gru", DuelingQNetwork)])
+@pytest.mark.slow
 def test_every_kernel_is_orthogonal_with_its_documented_gain(name, network):
     net = network(name, frozen_config(SMALL[name]), 4, head_width=16)
     params = jax.jit(net.init)(jax.random.key(3), jnp.zeros((5, 7)), jnp.zeros(5, bool), net.initialize_carry())

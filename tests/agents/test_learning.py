@@ -47,6 +47,7 @@ def final_success(metrics: dict[str, np.ndarray], config: A2CConfig | PPOConfig,
     return float(success_over_last(metrics, window, config.env_steps_per_update))
 
 
+@pytest.mark.slow
 def test_a2c_with_arelit_solves_tmaze_corridor_10():
     config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
     metrics = train_tmaze(config, CORRIDOR)
@@ -67,6 +68,7 @@ def test_a2c_without_memory_stays_near_chance_on_tmaze_corridor_10():
     assert 0.35 <= success <= 0.65, success
 
 
+@pytest.mark.slow
 def test_ppo_improves_on_tmaze_corridor_5():
     config = PPOConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=60_000, learning_rate=3e-3,
                        entropy_coef=1e-2, epochs=2, num_minibatches=2)
@@ -77,6 +79,7 @@ def test_ppo_improves_on_tmaze_corridor_5():
     assert end >= 0.9 and end >= start + 0.3, (start, end)
 
 
+@pytest.mark.slow
 def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     """Repeat First (Easy): say the suit of the episode's first card at each of its 51 steps.
 
@@ -118,6 +121,7 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     assert end >= 0.3, (start, end)  # far above random (−0.5); the ε = 0.05 ceiling is ≈ 0.93
 
 
+@pytest.mark.slow
 def test_tbb_dqn_learns_a_tmaze_whose_turn_lies_past_a_per_tape_share_of_the_batch():
     """The T-Maze's only informative reward is the turn at the junction, at step L − 1 = 11 or later.
     With 8 environments and B = 64, an even split of the batch over the 8 tapes (8 steps each, from

@@ -20,6 +20,7 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_result(tmp_path):
     whole = train_tmaze(CONFIG, tmp_path / "whole", corridor_length=3, max_episode_steps=20, seeds=2, chunks=3,
                         log=lambda _: None)
@@ -75,6 +76,7 @@ def test_cli_train(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_cli_train_default_run_folders_are_new_and_never_collide(tmp_path, monkeypatch, capsys):
     """Without --out each run gets its own folder (CleanRL's naming), so README commands typed in order
     do not collide; --resume without --out is refused (it would have nothing to continue)."""

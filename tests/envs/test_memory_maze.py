@@ -15,6 +15,9 @@ import sys
 import numpy as np
 import pytest
 
+# Building and rendering mazes (dm_control, MuJoCo) takes seconds to minutes per test: the slow tier.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("dm_control", reason="needs the memory-maze extra")
 pytest.importorskip("labmaze", reason="needs the memory-maze extra")
 # Not importorskip("memory_maze"): its __init__ imports the legacy gym package and fails
@@ -72,6 +75,7 @@ def test_importing_memgym_loads_no_simulator():
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_check_env_passes():
     env = gym.make("memgym/MemoryMaze-9x9-v0", render_mode="rgb_array").unwrapped
     try:
@@ -149,6 +153,7 @@ def test_seeded_resets_are_deterministic_and_match_upstream(env):
     assert not np.array_equal(other["image"], first[0]["image"])
 
 
+@pytest.mark.slow
 def test_unshown_textures_compile_as_one_pixel_and_every_frame_matches_upstream():
     """The wrapper compiles only the textures an episode shows (mm.UnusedTextures): across episodes that
     draw different wall textures, every image, target colour and reward equals raw upstream's under the
@@ -240,6 +245,7 @@ def test_gl_backend_choice(monkeypatch):
         mm.select_mujoco_gl()
 
 
+@pytest.mark.slow
 def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
     """PPO and DQN (TBB) host loops on Memory Maze: the ResNet encoder (thesis §5.2.2) is built and trained."""
     import jax
@@ -286,6 +292,7 @@ def test_every_memory_maze_preset_is_a_valid_config():
 
 
 @pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256"])
+@pytest.mark.slow
 def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     """The thesis Memory Maze presets of each model family train two PPO updates from the command line, at the
     thesis model sizes, with fewer and shorter environment streams."""
@@ -305,6 +312,7 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))
 
 
+@pytest.mark.slow
 def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
     """The README's CPU-sized Memory Maze run, smaller: `memgym train --preset memory-maze-arelit` (11x11, the
     thesis AReLiT) refuses 100,000 environments before building them (both memory figures, the flag and the

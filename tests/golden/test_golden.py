@@ -22,6 +22,7 @@ STORED = json.loads(GOLDEN.read_text())
 
 
 @pytest.mark.parametrize("part, compute", [("memory", memory_fingerprints), ("trainers", trainer_fingerprints)])
+@pytest.mark.slow
 def test_fingerprints_unchanged(part, compute):
     now = compute()
     assert sorted(now) == sorted(STORED[part])

@@ -216,6 +216,7 @@ def test_check_catches_a_cue_carried_across_an_episode_start(capsys):
 # --- 8. step timeout ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_stops_a_hung_call(capsys):
     started = time.perf_counter()
     status, failed, out = check(capsys, "hangs_on_second_act", "--step-timeout", "1")

@@ -105,6 +105,7 @@ def test_every_reference_factory_is_a_registered_agent():
 
 
 @pytest.mark.parametrize("spec", ["a2c-tiny-gru", "examples.numpy_agent:factory"])
+@pytest.mark.slow
 def test_run_scores_stores_and_resumes(tmp_path, spec):
     budget = Preset("tiny", **TINY)
     lines: list[str] = []
@@ -252,6 +253,7 @@ def test_failing_cells_are_recorded_and_the_run_goes_on(tmp_path):
     assert len(store.results("tests.leaderboard.test_harness_raising_factory", 3, 0)) == 1
 
 
+@pytest.mark.slow
 def test_jax_tier_nan_parameters_fail_the_cell(tmp_path):
     budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     store = runner.run(["tests.leaderboard.test_harness:nan_jax_factory"], budget, tmp_path, log=lambda _: None)
@@ -307,6 +309,7 @@ def slow_oracle_factory(context):
     return SlowOracleAgent(context.num_envs)
 
 
+@pytest.mark.slow
 def test_kill_9_loses_nothing_that_finished(tmp_path):
     """SIGKILL the CLI mid-run: finished cells survive intact, the rerun completes the grid exactly once."""
     import os
@@ -432,6 +435,7 @@ def screenshot_in_headless_chromium(page, shot):
     assert colourful.sum() > 500, "the plots did not render (no coloured pixels)"
 
 
+@pytest.mark.slow
 def test_same_seed_same_result(tmp_path):
     budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
     a = list(runner.run(["a2c-tiny-gru"], budget, tmp_path / "a", log=lambda _: None).records())[0]
@@ -490,6 +494,7 @@ def test_check_explains_failures():
     assert all(ok for _, ok, _ in check_agent("examples.numpy_agent:factory"))
 
 
+@pytest.mark.slow
 def test_jax_example_submission_passes_the_check():
     results = check_agent("examples.jax_agent:factory", budget=4096)
     assert all(ok for _, ok, _ in results), [r for r in results if not r[1]]

@@ -167,6 +167,7 @@ def test_a_corridor_no_agent_reaches_is_flagged_on_the_printed_board(tmp_path, c
 # --- 2. evaluation randomness per seed; 3. invalid actions in evaluation ---------------------------
 
 
+@pytest.mark.slow
 def test_a_memoryless_agents_interval_contains_chance(tmp_path):
     budget = Preset("tiny", (4, 8), seeds=6, total_steps=512, train_window=128, eval_episodes=32,
                     max_episode_steps=40)
@@ -292,7 +293,10 @@ def test_changed_agent_code_is_refused_or_recorded_as_a_new_version(tmp_path, ca
 # --- 13. progress of long JAX-tier tasks ---------------------------------------------------------
 
 
-def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path):
+def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path, monkeypatch):
+    from memgym.leaderboard import jax_tier
+
+    monkeypatch.setattr(jax_tier, "IN_FLIGHT_PROGRESS_STEPS", 10_000)  # in-flight reports for these short cells
     budget = Preset("tiny", (4,), seeds=2, total_steps=40_000, train_window=1000, eval_episodes=4,
                     max_episode_steps=40)
     lines: list[str] = []
@@ -309,8 +313,9 @@ def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path):
 
 SHARDED = """
 import sys
-from memgym.leaderboard import runner
+from memgym.leaderboard import jax_tier, runner
 from memgym.leaderboard.tracks import Preset
+jax_tier.IN_FLIGHT_PROGRESS_STEPS = 10_000  # in-flight reports for these short cells
 budget = Preset("tiny", (4, 8), seeds=1, total_steps=40_000, train_window=1000, eval_episodes=4, max_episode_steps=40)
 runner.run(["tests.leaderboard.agents_for_tests:random_turn"], budget, sys.argv[1], log=print)
 """

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .test_harness import TINY
 
 SCRIPT = """
@@ -46,6 +48,7 @@ def run(tmp_path, devices: int, agent: str) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_sharded_cells_equal_single_device(tmp_path):
     # Built-in agents take the same path (JaxCells); the example agent compiles fastest.
     agent = "examples.jax_agent:factory"

@@ -292,6 +292,7 @@ def test_an_agent_that_patches_the_harness_at_import_ranks_first_in_process_and_
     assert all(not row["agrees"] and row["eval_rerun"] < 0.9 for row in verdict["cells"])
 
 
+@pytest.mark.slow
 def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_path, capsys):
     source = JAX_AGENT.format(forge_counters=False, patch_env=True)
     folder = make_submission(tmp_path, "trace-patcher", source, "trace_patcher", framework="JAX")
@@ -304,6 +305,7 @@ def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_p
     assert "training score counted in the agent's process (JAX tier): self-reported" in out
 
 
+@pytest.mark.slow
 def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
     folder = make_submission(tmp_path, "jax-random", JAX_AGENT.format(forge_counters=False, patch_env=False),
                              "jax_random", framework="JAX")
@@ -312,6 +314,7 @@ def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
     assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])
 
 
+@pytest.mark.slow
 def test_train_that_returns_edited_counters_fails_its_cells_and_the_check(tmp_path):
     source = JAX_AGENT.format(forge_counters=True, patch_env=False)
     folder = make_submission(tmp_path, "forger", source, "forger", framework="JAX")
@@ -515,6 +518,7 @@ def factory(context):
 """
 
 
+@pytest.mark.slow
 def test_files_changed_during_the_verification_make_it_malformed_and_the_agent_output_is_marked(
         tmp_path, capfd, monkeypatch):
     folder = make_submission(tmp_path, "tamperer", TAMPERING_AGENT, "tamperer")

@@ -144,6 +144,7 @@ def test_a_new_track_is_a_new_entry(tmp_path):
     assert set(entry["eval"]["per_length"]) == {"Easy", "Medium"} and -0.8 < entry["eval"]["score"] < -0.2
 
 
+@pytest.mark.slow
 def test_cli_runs_the_popgym_track_on_its_own_board(tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2]))  # `examples` stays importable from tmp_path
     monkeypatch.chdir(tmp_path)  # the default results directory of the track lands here

@@ -42,6 +42,7 @@ def test_grid_specs_cover_the_grid_and_refuse_a_fixed_option():
         tuning.grid_specs("a2c-arelit[learning_rate=1e-3]", {"learning_rate": [1e-4]})
 
 
+@pytest.mark.slow
 def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_success(tmp_path, capsys):
     results = tmp_path / "tuning"
     argv = ["leaderboard", "tune", "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", "4", "--seeds", "2",
@@ -70,6 +71,7 @@ def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_su
     assert sorted(p.stat().st_mtime_ns for p in results.rglob("*.json") if not p.name.startswith("tuning-")) == stored
 
 
+@pytest.mark.slow
 def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
     budget = tracks.TMAZE.preset("smoke", values=[4], seeds=1, total_steps=2048)
     specs = tuning.grid_specs("a2c-tiny-gru", {"learning_rate": [1e-3, 1e-4]})

@@ -190,6 +190,7 @@ MODEL_CONFIGS = {
 
 @pytest.mark.parametrize("name", sorted(MODEL_CONFIGS))
 @pytest.mark.parametrize(("length", "chunk_size", "sub_chunk_size"), [(1, 8, 4), (37, None, 5), (257, 64, 16)])
+@pytest.mark.slow
 def test_models_train_the_same_in_both_forms(name, length, chunk_size, sub_chunk_size):
     """A registered model's outputs, carry and parameter gradients: chunkwise form == recurrent form
     (``sub_chunk_size=None``), with an incoming carry and episode starts on the tape."""

@@ -67,6 +67,7 @@ def assert_trees_close(a, b, **tol):
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**16), start=st.lists(st.booleans(), min_size=T, max_size=T))
+@pytest.mark.slow
 def test_an_episode_in_a_tape_gets_the_outputs_it_gets_alone(built, seed, start):
     x, start = tape(seed, start)
     y, _ = built(x, start)
@@ -93,6 +94,7 @@ def test_streaming_one_step_at_a_time_equals_the_whole_tape(built):
 
 @settings(max_examples=5, deadline=None)
 @given(split=st.integers(1, T - 1))
+@pytest.mark.slow
 def test_the_carry_round_trips_across_a_split(built, split):
     x, start = tape(2, [t in (5, 11) for t in range(T)])
     y, carry = built(x, start)
@@ -114,6 +116,7 @@ def test_the_carry_is_memax_state_and_does_not_depend_on_the_input_width(built):
         assert [(a.shape, a.dtype) for a in jax.tree.leaves(carry)] == [(a.shape, a.dtype) for a in jax.tree.leaves(fresh)]
 
 
+@pytest.mark.slow
 def test_gradients_reach_every_memax_parameter(built):
     x, start = tape(4, [t == 9 for t in range(T)])
     grads = jax.grad(lambda p: jnp.sum(jnp.square(built.model.apply(p, x, start, built.fresh())[0])))(built.params)
@@ -124,6 +127,7 @@ def test_gradients_reach_every_memax_parameter(built):
         assert np.any(grad != 0), f"no gradient reaches {jax.tree_util.keystr(path)}"
 
 
+@pytest.mark.slow
 def test_memory_flows_within_an_episode_and_never_across_a_start(built):
     x, start = tape(5)
 
@@ -203,6 +207,7 @@ def test_a_missing_memax_names_the_extra(monkeypatch):
         memax_lib._import_memax()
 
 
+@pytest.mark.slow
 def test_arelit_through_the_memax_convention_equals_its_own_apply():
     model = memory.make("arelit", features=16, num_layers=1, num_heads=2, head_dim=8, eta=2, r=1)
     x, start = tape(7, [t in (4, 5, 10) for t in range(T)])
@@ -222,6 +227,7 @@ def test_arelit_through_the_memax_convention_equals_its_own_apply():
     assert_trees_close(wrapped.latest_recurrent_state(hs_second), carry, **TOL)
 
 
+@pytest.mark.slow
 def test_memax_reference_agents_are_on_the_board_and_pass_the_check(capsys):
     """From the user's side: `memgym leaderboard list` shows the memax agents, and `check` passes one."""
     from memgym.cli import main

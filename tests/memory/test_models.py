@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +45,10 @@ class Jitted:
         self.initialize_carry = model.initialize_carry
 
 
+@functools.cache
 def build(name: str):
+    """The model (its ``apply`` jitted) and its parameters, made once per model for the whole module, so that
+    every test of a model reuses one compilation per tape shape."""
     model = memory.make(name, **SMALL[name])
     x = jnp.zeros((3, IN))
     params = model.init(jax.random.key(0), x, jnp.zeros(3, bool), model.initialize_carry())
@@ -115,6 +120,7 @@ def test_reset_isolation(name):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.slow
 def test_finite_values_and_gradients_on_a_long_tape(name):
     model, params = build(name)
     x, start = random_tape(4, 10_000, [2_500, 7_500])
@@ -131,6 +137,7 @@ def test_finite_values_and_gradients_on_a_long_tape(name):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.slow
 def test_vmap_over_a_batch_of_streams(name):
     model, params = build(name)
     xs = jnp.stack([random_tape(s, 11, [11])[0] for s in range(3)])
@@ -222,6 +229,7 @@ def test_every_size_option_rejects_non_positive_integers(name, option, value):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.slow
 def test_input_width_must_match_the_initialised_width(name):
     """``x`` with another feature width than at ``init`` is named, with both widths, on every call path."""
     model, params = build(name)
@@ -247,6 +255,7 @@ def test_input_width_must_match_the_initialised_width(name):
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 @pytest.mark.parametrize("x_rows, start_rows", [(4, 3), (3, 4), (1, 0)])
+@pytest.mark.slow
 def test_start_must_have_one_flag_per_row_of_x(name, x_rows, start_rows):
     model, params = build(name)
     message = rf"start must have shape \[T\] = \({x_rows},\).*got start with shape \({start_rows},\)"

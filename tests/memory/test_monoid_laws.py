@@ -361,6 +361,7 @@ def chunked_runs(params: tuple, elements: Any, start: jax.Array, carry: Any, *, 
 @pytest.mark.parametrize("case", SCAN_CASES, ids=lambda case: case.name)
 @SETTINGS
 @given(data=st.data())
+@pytest.mark.slow
 def test_scan_methods_agree_with_a_python_loop(case: Case, reverse: bool, data: st.DataObject):
     monoid, params, elements, start, carry = draw_tape(case, data)
     expected_states, expected_carry = loop_reference(monoid, elements, start, carry, reverse)
@@ -372,6 +373,7 @@ def test_scan_methods_agree_with_a_python_loop(case: Case, reverse: bool, data: 
 @pytest.mark.parametrize("case", SCAN_CASES, ids=lambda case: case.name)
 @SETTINGS
 @given(data=st.data())
+@pytest.mark.slow
 def test_chunked_run_equals_one_scan(case: Case, data: st.DataObject):
     """``run_memory_monoid`` with chunks (padded with identities where needed) == the plain loop."""
     monoid, params, elements, start, carry = draw_tape(case, data, lengths=(5, 8))
