@@ -120,7 +120,6 @@ def test_reset_isolation(name):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-@pytest.mark.slow
 def test_finite_values_and_gradients_on_a_long_tape(name):
     model, params = build(name)
     x, start = random_tape(4, 10_000, [2_500, 7_500])
@@ -137,7 +136,6 @@ def test_finite_values_and_gradients_on_a_long_tape(name):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-@pytest.mark.slow
 def test_vmap_over_a_batch_of_streams(name):
     model, params = build(name)
     xs = jnp.stack([random_tape(s, 11, [11])[0] for s in range(3)])
@@ -229,7 +227,6 @@ def test_every_size_option_rejects_non_positive_integers(name, option, value):
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-@pytest.mark.slow
 def test_input_width_must_match_the_initialised_width(name):
     """``x`` with another feature width than at ``init`` is named, with both widths, on every call path."""
     model, params = build(name)
@@ -255,7 +252,6 @@ def test_input_width_must_match_the_initialised_width(name):
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 @pytest.mark.parametrize("x_rows, start_rows", [(4, 3), (3, 4), (1, 0)])
-@pytest.mark.slow
 def test_start_must_have_one_flag_per_row_of_x(name, x_rows, start_rows):
     model, params = build(name)
     message = rf"start must have shape \[T\] = \({x_rows},\).*got start with shape \({start_rows},\)"
