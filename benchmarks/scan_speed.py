@@ -71,6 +71,7 @@ from memgym.agents.returns import discounted_return, generalized_advantage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the per-step loops live in tests/
 from tests.agents.return_oracles import discounted_return_reference, generalized_advantage_reference  # noqa: E402
+from inference_cost import memax_missing  # noqa: E402  (benchmarks/ is on sys.path)
 from memgym.memory import monoid as monoid_module
 
 GAMMA, LAM = 0.99, 0.95
@@ -313,17 +314,6 @@ def model_configs(d: int) -> dict[str, dict[str, Any]]:
         # memax's Gated DeltaNet (needs memgym[memax]), its own scan; hidden width d, keys round(sqrt(d)) wide.
         "memax": dict(model="GDN", features=d),
     }
-
-
-def memax_missing() -> str | None:
-    """Why memax's models cannot be built here (the extra is not installed), or None when they can."""
-    try:
-        from memgym.memory.memax import available_models
-
-        available_models()
-    except ImportError as error:
-        return str(error)
-    return None
 
 
 @contextlib.contextmanager

@@ -28,22 +28,8 @@ import os
 import statistics
 import time
 
-#: The thesis T-Maze setup of train_speed.py, and the tiny one of --smoke.
-THESIS = dict(num_envs=8, rollout_length=256, corridor_length=120)
-SMOKE = dict(num_envs=2, rollout_length=8, corridor_length=4)
-SMOKE_SIZES = dict(features=16, num_layers=1, num_heads=2, head_dim=8, eta=2, state_size=16, context_size=2,
-                   key_size=8, value_size=8)
-
-
-def smoke_sizes(preset: str) -> dict:
-    """The size options of memory ``preset`` at their tiny ``--smoke`` values (memory sizes shrink 16-fold)."""
-    from memgym.agents.config import MEMORY_PRESETS
-
-    config = MEMORY_PRESETS[preset][1]
-    small = {key: SMOKE_SIZES[key] for key in config if key in SMOKE_SIZES}
-    if "memory_size" in config:
-        small["memory_size"] = max(2, config["memory_size"] // 16)
-    return small
+# The thesis T-Maze setup and the tiny one of --smoke, shared with the memory profile.
+from update_memory_profile import SMOKE, THESIS, smoke_sizes  # noqa: E402  (benchmarks/ is on sys.path)
 
 
 def median_ms(function, *args, repeats: int) -> float:
