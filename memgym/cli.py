@@ -396,7 +396,10 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
 
     print("registered agents (entry point group memgym.agents):")
     for name, entry in sorted(entry_points().items()):
-        error = unavailable(name)
+        try:
+            error = unavailable(name)
+        except (ValueError, TypeError) as broken:  # a registered agent that cannot be built: listed, not fatal
+            error = broken
         why = "" if error is None else (
             f"  [unavailable: {error.install}]" if isinstance(error, MissingExtra) else f"  [unavailable: {error}]")
         print(f"  {name:24s} {entry.value}{why}")
