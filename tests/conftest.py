@@ -32,6 +32,14 @@ def mappings() -> int | None:
         return None
 
 
+def pytest_collection_modifyitems(items):
+    """Longest first: a test marked ``slow(seconds=N)`` (N: its measured time) runs before shorter ones, so that
+    pytest-xdist, which hands tests to its workers in collection order, does not leave one worker running a
+    minutes-long test alone at the end of the slow tier."""
+    items.sort(key=lambda item: -max((mark.kwargs.get("seconds", 0) for mark in item.iter_markers("slow")),
+                                     default=0))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def bounded_compiled_code():
     yield

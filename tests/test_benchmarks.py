@@ -158,7 +158,7 @@ def test_every_benchmark_has_a_smoke_case():
         assert '"--smoke"' in (BENCHMARKS / script).read_text(), f"benchmarks/{script} has no --smoke flag"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_smoke_run_prints_its_table(script, tmp_path):
     case = CASES.get(script)

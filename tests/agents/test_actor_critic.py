@@ -53,7 +53,7 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
 
 @pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit", "tiny-relit", "tiny-deltanet"])
 @pytest.mark.parametrize("chunk", [16, 100])
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_replay_in_checkpointed_chunks_equals_the_whole_replay(memory, chunk):
     """``replay_chunk_size`` changes memory and compute only: the logits, values and loss gradients of a
     256-step rollout (the thesis length; episodes start inside it, pieces do not divide it) equal one replay."""

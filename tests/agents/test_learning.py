@@ -79,7 +79,7 @@ def test_ppo_improves_on_tmaze_corridor_5():
     assert end >= 0.9 and end >= start + 0.3, (start, end)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=52)
 def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     """Repeat First (Easy): say the suit of the episode's first card at each of its 51 steps.
 

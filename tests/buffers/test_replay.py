@@ -518,7 +518,7 @@ def test_tbb_samples_the_tail_of_long_episodes():
     batch_size=st.integers(1, 40),
     seed=st.integers(0, 2**16),
 )
-@pytest.mark.slow
+@pytest.mark.slow(seconds=70)
 def test_tbb_stacked_rows_are_stored_transitions_of_whole_episodes(lengths, batch_size, seed):
     """Every sampled row is a stored transition; rows follow their episode step by step from its start
     (start flags exactly at episode starts), and only the last episode of the batch is cut."""

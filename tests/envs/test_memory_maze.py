@@ -245,7 +245,7 @@ def test_gl_backend_choice(monkeypatch):
         mm.select_mujoco_gl()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=63)
 def test_host_loops_train_ppo_and_dqn_with_the_image_encoder():
     """PPO and DQN (TBB) host loops on Memory Maze: the ResNet encoder (thesis §5.2.2) is built and trained."""
     import jax
@@ -292,7 +292,7 @@ def test_every_memory_maze_preset_is_a_valid_config():
 
 
 @pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256"])
-@pytest.mark.slow
+@pytest.mark.slow(seconds=59)
 def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     """The thesis Memory Maze presets of each model family train two PPO updates from the command line, at the
     thesis model sizes, with fewer and shorter environment streams."""
@@ -312,7 +312,7 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=67)
 def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
     """The README's CPU-sized Memory Maze run, smaller: `memgym train --preset memory-maze-arelit` (11x11, the
     thesis AReLiT) refuses 100,000 environments before building them (both memory figures, the flag and the

@@ -114,7 +114,7 @@ def test_observation_sensitivity_is_the_gradient_of_the_last_q_value():
     assert np.all(memoryless[:-1] == 0) and memoryless[-1] > 0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=71)
 def test_the_command_runs_resumes_and_reports(tmp_path, capsys):
     """The documented command, on a tiny grid: records for every cell, the report, then a resume that trains nothing."""
     from memgym.cli import main

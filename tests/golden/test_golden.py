@@ -22,7 +22,7 @@ STORED = json.loads(GOLDEN.read_text())
 
 
 @pytest.mark.parametrize("part, compute", [("memory", memory_fingerprints), ("trainers", trainer_fingerprints)])
-@pytest.mark.slow
+@pytest.mark.slow(seconds=68)
 def test_fingerprints_unchanged(part, compute):
     now = compute()
     assert sorted(now) == sorted(STORED[part])

@@ -78,7 +78,7 @@ def table(results) -> str:
     return report.markdown(report.build_board(ResultsStore(results)))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=59)
 def test_smoke_preset_on_ray_matches_local(cluster, tmp_path):
     """Both tiers, the smoke preset on a 2 × 2 grid with a short budget: the Ray board equals the local board."""
     backend, _ = cluster
