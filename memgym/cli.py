@@ -361,6 +361,16 @@ def cmd_leaderboard_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_size(text: str) -> int | str:
+    """``verify --k``: a count of cells >= 0, or ``all``."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k {text!r} is not a number of cells; allowed: an int >= 0 or all") from None
+
+
 def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
     # this process and the agent's share an accelerator: neither takes most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -700,10 +710,13 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     rep.add_argument("--submissions", default=None, metavar="DIR",
                      help="add the submissions under DIR (e.g. submissions), each a row with its verified status")
     rep.set_defaults(func=cmd_leaderboard_report)
-    ver = board_sub.add_parser("verify", help="check a submission (submissions/<name>) and re-run a random sample "
-                                              "of its cells with the agent in a child process")
+    ver = board_sub.add_parser("verify", help="check a submission (submissions/<name>): evaluate every cell's stored "
+                                              "policy here and re-train a random sample of its cells with the agent "
+                                              "in a child process")
     ver.add_argument("submission", help="the submission's directory, submissions/<name>")
-    ver.add_argument("--k", type=int, default=3, help="cells to re-run (default 3)")
+    ver.add_argument("--k", type=_sample_size, default=3,
+                     help="cells to re-train, or 'all' (default 3; a JAX-tier submission's stored policies are all "
+                          "evaluated whatever k is)")
     ver.add_argument("--sample-seed", type=int, default=None,
                      help="seed of the sample of cells (default: a fresh random one, printed and recorded)")
     ver.add_argument("--z", type=float, default=3.0,
@@ -712,8 +725,8 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
                      help="wall-clock limit per re-run cell")
     ver.add_argument("--preset", default=None, help="require this preset of the submission (CI: smoke)")
     ver.add_argument("--exact", action="store_true",
-                     help="require every re-run cell to equal its record (run on the hardware the records were made "
-                          "on; their provenance is the submitter's word)")
+                     help="require every evaluation and re-trained cell to equal its record (run on the hardware the "
+                          "records were made on; their provenance is the submitter's word)")
     ver.set_defaults(func=cmd_leaderboard_verify)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")

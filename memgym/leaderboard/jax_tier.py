@@ -32,7 +32,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
 
     def records(outcomes: Sequence[tuple[dict, dict] | str]) -> list[dict[str, Any]]:
         seconds = (time.perf_counter() - started) / len(task.cells)
-        return [cell_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1])
+        return [cell_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1], policy=o[2])
                 if isinstance(o, tuple) else cell_record(task, budget, cell, agent_info, seconds, reason=o)
                 for cell, o in zip(task.cells, outcomes)]
 
@@ -137,7 +137,7 @@ class JaxCells:
     def run(self, cells: Sequence[tuple[Any, int]]) -> list[tuple[dict, dict] | str]:
         """Train and evaluate ``cells`` (one call each, vmapped over cells).
 
-        Returns per cell ``(train counters, evaluation)`` or the reason the cell failed.
+        Returns per cell ``(train counters, evaluation, policy leaves)`` or the reason the cell failed.
         """
         import jax
 
@@ -152,22 +152,19 @@ class JaxCells:
 
 
 def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray, policy_params: Any,
-                 evaluated: Sequence[np.ndarray]) -> tuple[dict, dict] | str:
-    """One cell's ``(train counters, evaluation)``, or the reason it failed: counters that the seal shows
-    were edited, non-finite parameters, invalid actions in training or evaluation.
+                 evaluated: Sequence[np.ndarray]) -> tuple[dict, dict, list[np.ndarray]] | str:
+    """One cell's ``(train counters, evaluation, policy leaves)``, or the reason it failed: counters that the
+    seal shows were edited, non-finite parameters, invalid actions in training or evaluation.
 
     ``env_state`` is the cell's final :class:`~memgym.leaderboard.scoring.ScoredState`, ``evaluated`` its
     :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``.
     """
-    import jax
-
+    from memgym.leaderboard.policies import leaves_of
     from memgym.leaderboard.scoring import counters, sealed
 
-    score, num_actions = track.score, track.spaces()[1].n
-    train = counters(env_state, total=score.total)
-    success, returns, lengths, invalid = evaluated
-    finite = all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(policy_params)
-                 if np.issubdtype(np.asarray(leaf).dtype, np.inexact))
+    train = counters(env_state, total=track.score.total)
+    leaves = leaves_of(policy_params)
+    finite = all(np.isfinite(leaf).all() for leaf in leaves if np.issubdtype(leaf.dtype, np.inexact))
     if not sealed(env_state, seal):
         return ("train returned training counters that ScoredEnv did not count (their seal does not match: "
                 "the returned ScoredState was edited after stepping)")
@@ -175,13 +172,21 @@ def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray,
         return "the trained policy parameters contain NaN or infinite values"
     if train["invalid_actions"]:
         return (f"the agent emitted {train['invalid_actions']} invalid actions during training "
-                f"(the action space is Discrete({num_actions}))")
+                f"(the action space is Discrete({track.spaces()[1].n}))")
+    figures = evaluation_figures(track, budget, evaluated)
+    return figures if isinstance(figures, str) else (train, figures, leaves)
+
+
+def evaluation_figures(track: Track, budget: Preset, evaluated: Sequence[np.ndarray]) -> dict[str, Any] | str:
+    """A record's ``eval`` from :func:`~memgym.leaderboard.scoring.evaluate_jax`'s arrays ``(success, return,
+    length, invalid)``, or the reason the cell fails (an invalid action)."""
+    success, returns, lengths, invalid = evaluated
     if invalid.sum():
         return (f"the agent emitted {int(invalid.sum())} invalid actions during evaluation "
-                f"(the action space is Discrete({num_actions}))")
-    return train, {
+                f"(the action space is Discrete({track.spaces()[1].n}))")
+    return {
         "episodes": int(budget.eval_episodes),
-        score.name: float(success.mean()),
+        track.score.name: float(success.mean()),
         "mean_return": float(returns.mean()),
         "mean_length": float(lengths.mean()),
     }

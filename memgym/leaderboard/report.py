@@ -150,18 +150,21 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
 
 
 VERIFIED_LEGEND = (
-    "Verified: for a submission (a folder of submissions/), its cells re-run by memgym leaderboard verify / agreeing "
-    "with the stored ones (mismatch k/n: some disagree; malformed: its offline checks failed; not verified: no "
-    "verdict yet; stale: its files changed since the verdict); reference: a board the project ran itself. Only "
-    "verified submissions are ranked; the others follow them unranked. A "
-    "JAX-tier submission's train score is self-reported: counted in the agent's own process, sealed against "
-    "edits, not re-counted (its evaluation is).")
+    "Verified: what memgym leaderboard verify checked of a submission (a folder of submissions/). JAX tier: "
+    "eval a/n, every cell's stored policy evaluated by the verifier / agreeing with its record; train r/k, cells "
+    "re-trained / reproduced (exactly on the records' backend, within the spread of the submission's seeds on "
+    "another). Any-framework tier: re-run a/k of n, cells re-trained and evaluated by the verifier / agreeing, of "
+    "the grid's n. mismatch: some evaluation disagrees (or a re-training on the records' backend did not repeat "
+    "them); malformed: its offline checks failed; not verified: no verdict yet; stale: its files changed since the "
+    "verdict; reference: a board the project ran itself. Only verified submissions are ranked; the others follow "
+    "them unranked. A JAX-tier submission's train score is self-reported: counted in the agent's own process, "
+    "sealed against edits, not re-counted (its evaluation is).")
 
 
 def _agreed(status: str) -> bool:
-    """Whether a submission's ``verified`` cell says every re-run cell agreed (``3/3``)."""
-    done, _, planned = status.partition("/")
-    return done.isdigit() and done == planned
+    """Whether a submission's ``verified`` cell is a verdict ``verified`` (``eval 6/6, train 2/2``, ``re-run 2/2
+    of 6``; :func:`~memgym.leaderboard.submission.status`): every evaluation agreed."""
+    return status.startswith(("eval ", "re-run "))
 
 
 def _has_submissions(board: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ fields of a record: docs/submitting.md.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -31,9 +32,12 @@ CURVE_POINTS = 20  # learning-curve bins per training run
 
 
 def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
-                train: dict | None = None, evaluation: dict | None = None,
-                reason: str | None = None) -> dict[str, Any]:
-    """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed."""
+                train: dict | None = None, evaluation: dict | None = None, reason: str | None = None,
+                policy: list | None = None) -> dict[str, Any]:
+    """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed.
+
+    ``policy``: the leaves of a JAX-tier cell's trained parameters; :meth:`ResultsStore.write` stores them in a
+    file beside the record (:mod:`memgym.leaderboard.policies`) and the record names it."""
     track = task.track
     record: dict[str, Any] = {
         "agent": task.spec,
@@ -54,6 +58,8 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
         window = train[f"window_{score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
         record["train"] = dict(train, **{score.name: window})
         record["eval"] = evaluation
+        if policy is not None:
+            record["policy"] = policy
     return record
 
 
@@ -90,6 +96,8 @@ def provenance() -> dict[str, Any]:
         info["device"] = str(jax.devices()[0].device_kind)
     except Exception:  # noqa: BLE001 - the any-framework tier may run without JAX
         pass
+    else:
+        info["backend"] = backend(info)
     for package in ("flax", "optax", "gymnasium", "numpy"):
         try:
             info[package] = metadata.version(package)
@@ -104,6 +112,32 @@ def provenance() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
+
+
+#: The instruction-set extensions XLA's CPU compiler can use (LLVM's target features, as /proc/cpuinfo names
+#: them): two processors that differ in one of these may compile one program into different float rounding.
+_ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "bmi", "amx", "popcnt", "lzcnt", "abm", "movbe", "adx",
+                 "sha_ni", "vaes", "vpclmulqdq", "gfni", "asimd", "sve", "fp", "neon")
+
+
+def backend(info: dict[str, Any], xla_flags: str | None = None) -> dict[str, Any]:
+    """What decides XLA's numbers, recorded in every JAX provenance (``info`` is :func:`provenance`'s):
+    jax and jaxlib, the device kind, the ``XLA_FLAGS`` (``xla_flags`` replaces the process's: a child
+    started with other flags), and on a CPU the processor (vendor, family and model, which set LLVM's
+    target) with the instruction-set extensions it reports and its core count (XLA splits work across
+    threads). ``fingerprint`` hashes all of it: two runs with the same fingerprint compile the same
+    program for the same target. A GPU's fingerprint leaves the host processor out."""
+    flags = os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags
+    parts: dict[str, Any] = {"jax": info.get("jax"), "jaxlib": info.get("jaxlib"), "device": info.get("device"),
+                             "xla_flags": " ".join(flags.split())}
+    if str(info.get("device", "")).lower() == "cpu":
+        words = (_proc_value("/proc/cpuinfo", "flags") or _proc_value("/proc/cpuinfo", "Features") or "").split()
+        parts |= {"machine": platform.machine(), "cpu": info.get("cpu"),
+                  "cpu_id": [_proc_value("/proc/cpuinfo", key) for key in ("vendor_id", "cpu family", "model\t")],
+                  "isa": sorted(w for w in set(words) if w.startswith(_ISA_PREFIXES)),
+                  "cpu_count": os.cpu_count()}
+    parts["fingerprint"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    return parts
 
 
 def _proc_value(path: str, key: str) -> str | None:
@@ -155,10 +189,15 @@ class ResultsStore:
         return next((r for r in self.results(agent, value, seed) if r.get("status") == "ok"), None)
 
     def write(self, agent: str, value: Any, seed: int, record: dict[str, Any]) -> Path:
-        """Store a result of a cell under the next free name; returns its path."""
+        """Store a result of a cell under the next free name; returns its path. A record whose ``policy`` holds
+        parameter leaves (:func:`cell_record`) gets them stored in a file beside it, named in their place."""
         folder = self.cell_dir(agent, value)
         folder.mkdir(parents=True, exist_ok=True)
         record = {"schema": SCHEMA_VERSION, **record}
+        if isinstance(record.get("policy"), list):
+            from memgym.leaderboard import policies
+
+            record["policy"] = policies.write(folder, record["policy"])
         handle, temporary = tempfile.mkstemp(prefix=".cell-", suffix=".json", dir=folder)
         try:
             os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0o600; a record is as readable as the board
@@ -281,7 +320,7 @@ def _load(path: Path) -> dict[str, Any] | str:
 _JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 # Fields every record has; any other top-level field is a track's swept value.
 _COMMON = {"schema", "agent", "agent_info", "tier", "seed", "preset", "status", "reason", "wall_time_s",
-           "provenance", "train", "eval", "path", "version"}
+           "provenance", "train", "eval", "path", "version", "policy"}
 
 
 def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | None:

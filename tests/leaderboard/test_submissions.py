@@ -155,12 +155,12 @@ def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
     code, out, verdict = verify(honest, "--k", "4", "--sample-seed", "0", capsys=capsys)
     assert code == 0, out
     assert verdict["verdict"] == "verified" and verdict["agreeing"] == 4 and len(verdict["cells"]) == 4
-    assert "verdict: VERIFIED (4/4 sampled cells agree)" in out
+    assert "verdict: VERIFIED (4/4 re-run cells agree)" in out
     assert all(row["rule"].startswith("statistical") for row in verdict["cells"])  # any-framework tier
     assert verdict["digest"] == submission.digest(submission.load(honest))
     assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
     board = capsys.readouterr().out
-    assert "| verified |" in board and "`submissions/random-agent`" in board and "| 4/4 |" in board
+    assert "| verified |" in board and "`submissions/random-agent`" in board and "| re-run 4/4 of 4 |" in board
 
 
 def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
@@ -175,7 +175,7 @@ def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     assert (bad["value"], bad["seed"], bad["eval_stored"]) == (3, 1, 1.0) and bad["eval_rerun"] < 0.9
     assert "MISMATCH (evaluation score off by more than its tolerance)" in out
     # the board marks it, and a verdict on other files than the board's is stale
-    assert submission.status(submission.load(edited)) == "mismatch 3/4"
+    assert submission.status(submission.load(edited)) == "mismatch: re-run 3/4 of 4"
     (edited / "results" / "random_walker_factory" / "L2" / "seed0.json").write_text("{}")
     assert submission.status(submission.load(edited)) == "stale"
 
@@ -279,7 +279,7 @@ def test_the_board_shows_metadata_as_text_never_as_markup(honest, tmp_path):
     report.write_report(None, out, TMAZE, [submission.load(honest)])
     page = (out / "index.html").read_text()
     assert "<td>submissions/random-agent</td>" in page
-    assert "<td>not verified</td>" in page or "<td>4/4</td>" in page
+    assert "<td>not verified</td>" in page or "<td>re-run 4/4 of 4</td>" in page
     assert "<script" not in page
 
 
@@ -299,9 +299,12 @@ def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_p
     stored = json.loads((folder / "results" / "trace_patcher_factory" / "L3" / "seed1.json").read_text())
     assert stored["eval"]["success_rate"] == 1.0  # the patched evaluation, in its own process
     code, out, verdict = verify(folder, "--k", "1", "--sample-seed", "0", capsys=capsys)
-    [row] = verdict["cells"]
-    assert code == 1 and verdict["verdict"] == "mismatch" and row["rule"] == "exact (same backend)"
-    assert row["eval_rerun"] < 0.9 and row["train_self_reported"]
+    assert code == 1 and verdict["verdict"] == "mismatch" and len(verdict["cells"]) == 4  # every stored policy
+    assert all(row["rule"] == "exact (same backend)" and not row["agrees"] and row["eval_rerun"] < 0.9
+               for row in verdict["cells"])
+    [retrained] = verdict["retrained"]  # trained in the agent's process (patched there), evaluated here
+    assert retrained["outcome"] == "not reproduced" and retrained["conclusive"] and retrained["train_self_reported"]
+    assert "evaluation differ" in retrained["reason"]
     assert "training score counted in the agent's process (JAX tier): self-reported" in out
 
 
@@ -309,9 +312,12 @@ def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_p
 def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
     folder = make_submission(tmp_path, "jax-random", JAX_AGENT.format(forge_counters=False, patch_env=False),
                              "jax_random", framework="JAX")
-    code, out, verdict = verify(folder, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    code, out, verdict = verify(folder, "--k", "all", "--sample-seed", "0", capsys=capsys)
     assert code == 0, out
     assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])
+    assert [row["outcome"] for row in verdict["retrained"]] == ["reproduced exactly"] * 4
+    assert "verdict: VERIFIED (evaluation 4/4 cells agree, training 4/4 reproduced)" in out
+    assert submission.status(submission.load(folder)) == "eval 4/4, train 4/4"
 
 
 @pytest.mark.slow
@@ -339,13 +345,13 @@ def test_the_worked_example_verifies(tmp_path):
                            "--preset", "smoke", "--cell-timeout", "600"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "verdict: VERIFIED (1/1 sampled cells agree)" in done.stdout
+    assert "verdict: VERIFIED (evaluation 6/6 cells agree, training " in done.stdout
     assert json.loads((folder / "verification.json").read_text())["verdict"] == "verified"
 
 
 def test_verify_refuses_bad_flags(honest, capsys):
     assert main(["leaderboard", "verify", str(honest), "--k", "0"]) == 2
-    assert "k must be a positive int, got 0" in capsys.readouterr().err
+    assert "k must be at least 1 for an any-framework submission" in capsys.readouterr().err
     assert main(["leaderboard", "verify", str(honest), "--z", "-1"]) == 2
     assert "z" in capsys.readouterr().err
 
