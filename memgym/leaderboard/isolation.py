@@ -26,7 +26,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,32 +107,71 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def protection(spec: str | None = None, code_dir: str | os.PathLike | None = None,
+               protect: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+    """The protection an :class:`AgentProcess` of agent ``spec`` (code in ``code_dir``) would have if started
+    now, as a JSON-serialisable dict: ``separate_user`` (whether it runs as another, unprivileged user),
+    ``user`` (the name it runs as), ``uid``, ``gid``, ``verifier_non_dumpable``, ``reason`` (why not a
+    separate user, or None), ``withheld_environment`` (variables not passed on) and ``unprotected`` (plain
+    sentences: what the agent's process can still do here). Without ``spec``, whether the user can run the
+    interpreter and memgym. Like starting an AgentProcess, it makes this process non-dumpable first."""
+    from memgym.leaderboard import sandbox
+
+    return sandbox.plan(spec, code_dir, protect, dict(os.environ))[2]
+
+
 class AgentProcess:
     """A child Python process that imports agent ``spec`` (with ``code_dir`` first on its path) and serves it.
 
     ``environment`` adds variables to the child's (``XLA_FLAGS``). The child's standard output and
     error are relayed to this process's standard error, marked ``agent |`` (:func:`_relay`). The
     child leads a process group of its own; :meth:`close` kills the group.
+
+    Before it starts the child, this process makes itself non-dumpable; as root on Linux it starts
+    the child as an unprivileged user with private HOME, TMPDIR and caches, after checking that
+    that user can run it (:mod:`memgym.leaderboard.sandbox`). ``protect``: paths (besides
+    ``code_dir``) the child must not be able to change, such as the submission's folder; those it
+    could are named in :attr:`protection`, the dict :func:`protection` describes, as used for this
+    process.
     """
 
     def __init__(self, spec: str, code_dir: str | os.PathLike | None = None,
-                 environment: dict[str, str] | None = None):
-        ours, theirs = socket.socketpair()
+                 environment: dict[str, str] | None = None, protect: Sequence[str | os.PathLike] = ()):
+        from memgym.leaderboard import sandbox
+
         # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
-        environment = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", **(environment or {}))
+        wanted = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+        self.user, base, self.protection = sandbox.plan(spec, code_dir, protect, wanted)
+        base |= environment or {}
+        # its modules compile into a cache of its own (with code_dir): a submitted __pycache__ (code whose source
+        # is not the hashed one) is never read
+        self.private = (sandbox.PrivateFolders(self.user, pycache=code_dir is not None)
+                        if self.user is not None or code_dir is not None else None)
+        environment = base if self.private is None else self.private.environment(base)
         if code_dir is not None:
-            # its modules compile into a cache of its own: a submitted __pycache__ (code whose source is not the
-            # hashed one) is never read
-            self.cache = tempfile.TemporaryDirectory(prefix="memgym-agent-")
-            environment["PYTHONPYCACHEPREFIX"] = self.cache.name
             environment["PYTHONPATH"] = os.pathsep.join(
                 [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,  # its own process group, killed as a whole
-            cwd=str(code_dir) if code_dir is not None else None, env=environment)
-        theirs.close()
+        ours, theirs = socket.socketpair()
+        if self.user is not None:
+            sandbox.Subreaper.open()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,  # its own process group, killed as a whole
+                cwd=str(code_dir) if code_dir is not None else None, env=environment,
+                **sandbox.popen_arguments(self.user))
+        except BaseException:
+            ours.close()
+            if self.user is not None:
+                sandbox.Subreaper.close(None, self.user.uid)
+            if self.private is not None:
+                self.private.remove()
+            raise
+        finally:
+            theirs.close()
+        if self.user is not None:
+            sandbox.Subreaper.started(self.process.pid)
         self.socket = ours
         self.output = threading.Thread(target=_relay, args=(self.process.stdout,), daemon=True)
         self.output.start()
@@ -165,16 +203,21 @@ class AgentProcess:
         return answer, answer_arrays
 
     def close(self) -> None:
-        """Kill the agent's process and every process of its group (what it started, unless it left the group)."""
+        """Kill the agent's process and every process of its group; with a separate user, also what it started
+        and orphaned (re-parented to this process, :class:`~memgym.leaderboard.sandbox.Subreaper`)."""
+        from memgym.leaderboard import sandbox
+
         self.socket.close()
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
+        if self.user is not None:
+            sandbox.Subreaper.close(self.process.pid, self.user.uid)
         self.output.join(timeout=5)
-        if getattr(self, "cache", None) is not None:
-            self.cache.cleanup()
+        if self.private is not None:
+            self.private.remove()
 
     def __enter__(self) -> AgentProcess:
         return self
