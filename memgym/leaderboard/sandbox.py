@@ -391,7 +391,7 @@ def describe(user: User | None, non_dumpable: bool, reason: str | None = None,
         unprotected.append(f"runs as {user.name!r} (uid {user.uid}), a user other processes may share: it can "
                            "signal, and where the kernel allows trace, that user's other processes")
         unprotected.append("can read every file that all users may read (the repository, the submission, the "
-                           "installed packages) and write where all users may (such as /tmp and /dev/shm)")
+                           "installed packages) and write where all users may (the shared temporary folders)")
         unprotected += [f"can change {path}: writable by its user" for path in writable]
         name, uid, gid = user.name, user.uid, user.gid
     else:
