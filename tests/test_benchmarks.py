@@ -122,6 +122,12 @@ CASES: dict[str, Case] = {
         prints=("| agent | in process (run) |", "examples.numpy_agent:factory", "| evaluation of 2 cells |",
                 "exported act, here (verify)"),
     ),
+    "verification_false_alarms.py": Case(
+        prints=("| L | cells | bitwise-equal |", "false-alarm rate (honest)", "flag rate (5× budget)", "| 4 | 2 |",
+                "| all | 2 |", "Backend fingerprints: native", "(different)", "# machine:", "# total time"),
+        args=("--keep", "{tmp}/runs", "--json", "{tmp}/verification_false_alarms.json"),
+        writes=("verification_false_alarms.json", "runs/native.log"),
+    ),
 }
 
 
