@@ -288,6 +288,21 @@ def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequen
     return {"counters": counters, "params": params, "carry": carry, "act": blob}
 
 
+def export_jax(process: AgentProcess, track: Track, budget: Preset, timeout: float | None = None) -> dict[str, Any]:
+    """A JAX-tier agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported in its
+    process without training (to evaluate stored policies): ``act`` and ``carry`` as :func:`train_jax` returns
+    them, and ``leaves``, each parameter leaf's ``[dtype, shape]``."""
+    meta, arrays = process.call({"op": "export_jax", "track": track.name, "budget": track.budget_record(budget)},
+                                timeout=timeout)
+    try:
+        carry = [arrays[f"carry.{i}"] for i in range(int(meta["carry"]))]
+        leaves = [[str(np.dtype(dtype).str), [int(n) for n in shape]] for dtype, shape in meta["leaves"]]
+        blob = arrays["act"].tobytes()
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise AgentProcessError(f"the agent's process sent an incomplete export ({error})") from None
+    return {"act": blob, "carry": carry, "leaves": leaves}
+
+
 def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> Any:
     """A JAX-tier agent whose ``act`` is the serialized computation ``blob`` (from the agent's process).
 
@@ -413,6 +428,10 @@ def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str
         state["agent"].observe(arrays["action"], arrays["reward"], arrays["next_obs"], arrays["terminated"],
                                arrays["truncated"])
         return {}, {}
+    if op == "export_jax":
+        track = TRACKS[meta["track"]]
+        return _export_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), NUM_ENVS,
+                           tier)
     if op == "train_jax":
         track = TRACKS[meta["track"]]
         return _train_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), [tuple(c) for c in meta["cells"]], arrays["seal"],
@@ -423,12 +442,9 @@ def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str
 def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any, int]], seal: np.ndarray,
                num_envs: int, tier: Any):
     import jax
-    import jax.numpy as jnp
-    from jax import export
 
     from memgym.leaderboard import progress
     from memgym.leaderboard.jax_tier import JaxCells
-    from memgym.leaderboard.protocol import initialize_carry
     from memgym.leaderboard.scoring import COUNTERS
 
     agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
@@ -444,9 +460,46 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
 
     with progress.listening(report):
         policy_params, env_state, _ = JaxCells(agent, track, budget).train_cells(cells, seal)
-    leaves, treedef = jax.tree.flatten(policy_params)
+    leaves = jax.tree.leaves(policy_params)
+    arrays = {f"counter.{name}": np.asarray(getattr(env_state, name))[: len(cells)]
+              for name in [*COUNTERS, "curve_episodes", "curve_successes", "tag"]}
+    arrays |= {f"param.{i}": np.asarray(leaf)[: len(cells)] for i, leaf in enumerate(leaves)}
+    carry = _exported_act(agent, track, jax.tree.map(lambda leaf: leaf[0], policy_params), arrays)
+    return {"params": len(leaves), "carry": carry}, arrays
+
+
+def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier: Any):
+    """The agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported without
+    training: the parameters' structure comes from tracing ``train`` abstractly (``jax.eval_shape``)."""
+    import jax
+
+    from memgym.leaderboard.jax_tier import JaxCells
+    from memgym.leaderboard.scoring import seal_weights
+
+    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
+    if tier(agent) != "jax":
+        raise TypeError("the agent is not a JAX-tier agent")
+    cells = JaxCells(agent, track, budget)
+    keys, params, *_ = cells.batch([(budget.values[0], 0)], seal_weights())
+    policy_params, _ = jax.eval_shape(cells.train, keys, params)
+    structure = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), policy_params)
+    arrays: dict[str, np.ndarray] = {}
+    carry = _exported_act(agent, track, structure, arrays)
+    layout = [[np.dtype(leaf.dtype).str, list(leaf.shape)] for leaf in jax.tree.leaves(structure)]
+    return {"carry": carry, "leaves": layout}, arrays
+
+
+def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.ndarray]) -> int:
+    """Export ``act`` batched over episodes for parameters shaped like ``params`` (one cell's) into
+    ``arrays["act"]``, and ``initialize_carry()``'s leaves into ``arrays["carry.<i>"]``; their number."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    from memgym.leaderboard.protocol import initialize_carry
+
+    leaves, params_tree = jax.tree.flatten(params)
     carry, carry_tree = jax.tree.flatten(initialize_carry(agent))
-    params_tree = jax.tree.structure(jax.tree.unflatten(treedef, [leaf[0] for leaf in leaves]))
 
     def batched_act(params, carry, obs, start, key_data):
         action, carry = jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0))(
@@ -458,16 +511,13 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
     space = track.spaces()[0]
     key_shape = jax.random.key_data(jax.random.key(0)).shape
     exported = export.export(jax.jit(batched_act))(
-        [jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype) for leaf in leaves],
+        [jax.ShapeDtypeStruct(jnp.shape(leaf), leaf.dtype) for leaf in leaves],
         [jax.ShapeDtypeStruct((b, *jnp.shape(c)), jnp.asarray(c).dtype) for c in carry],
         jax.ShapeDtypeStruct((b, *space.shape), space.dtype), jax.ShapeDtypeStruct((b,), jnp.bool_),
         jax.ShapeDtypeStruct((b, *key_shape), jnp.uint32))
-    arrays = {f"counter.{name}": np.asarray(getattr(env_state, name))[: len(cells)]
-              for name in [*COUNTERS, "curve_episodes", "curve_successes", "tag"]}
-    arrays |= {f"param.{i}": np.asarray(leaf)[: len(cells)] for i, leaf in enumerate(leaves)}
     arrays |= {f"carry.{i}": np.asarray(c) for i, c in enumerate(carry)}
     arrays["act"] = np.frombuffer(bytes(exported.serialize()), np.uint8)
-    return {"params": len(leaves), "carry": len(carry)}, arrays
+    return len(carry)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from memgym.leaderboard.store import SCHEMA_VERSION, ResultsStore, provenance
+from memgym.leaderboard.store import SCHEMA_VERSION, ResultsStore, backend, provenance
 
 
 def cell(seed: int = 0, status: str = "ok", **fields) -> dict:
@@ -56,3 +57,22 @@ def test_records_from_a_newer_schema_are_refused(tmp_path):
 def test_provenance_names_versions_and_hardware():
     info = provenance()
     assert {"memgym", "python", "platform", "cpu", "created", "jax", "jaxlib", "flax", "device"} <= set(info)
+
+
+def test_the_backend_fingerprint_names_what_changes_xlas_numbers(monkeypatch):
+    """Every JAX provenance carries the backend: jax/jaxlib, device kind, XLA flags and, on a CPU, the processor's
+    identity, instruction-set extensions and core count; the fingerprint changes with each of them."""
+    info = provenance()
+    parts = info["backend"]
+    assert {"jax", "jaxlib", "device", "xla_flags", "cpu_id", "isa", "cpu_count", "fingerprint"} <= set(parts)
+    assert parts["device"].lower() == "cpu" and parts["cpu_count"] == os.cpu_count()
+    if parts["machine"] == "x86_64":
+        assert "sse2" in parts["isa"] and not {"flags", "hypervisor"} & set(parts["isa"])
+    assert backend(info)["fingerprint"] == parts["fingerprint"]  # a pure function of the machine and the flags
+    capped = backend(info, "--xla_cpu_max_isa=AVX2")
+    assert capped["xla_flags"] == "--xla_cpu_max_isa=AVX2" and capped["fingerprint"] != parts["fingerprint"]
+    monkeypatch.setenv("XLA_FLAGS", "  --xla_cpu_max_isa=AVX2 ")
+    assert backend(info)["fingerprint"] == capped["fingerprint"]  # spacing in the flags does not matter
+    assert backend(dict(info, jaxlib="0.0.1"))["fingerprint"] != capped["fingerprint"]
+    gpu = backend(dict(info, device="NVIDIA H100 80GB HBM3"), "")
+    assert "isa" not in gpu and "cpu_count" not in gpu  # a GPU's numbers do not depend on its host processor
