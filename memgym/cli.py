@@ -297,7 +297,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     _announce("memgym leaderboard", track, budget, results)
     runner.run(args.agent, budget, results, track=track, log=lambda line: print(line, flush=True),
                cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend,
-               new_version=args.new_version)
+               new_version=args.new_version, policies=args.policies)
     written = report.write_report(results, track=track)
     print(_board_text(results, track))
     print("wrote " + ", ".join(str(p) for p in written.values()))
@@ -683,6 +683,10 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
                           "CPU); see `memgym leaderboard list`")
     _add_cell_flags(run, "default: leaderboard-results for tmaze, leaderboard-results-<track> otherwise")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
+    run.add_argument("--no-policies", dest="policies", action="store_false",
+                     help="do not store each JAX-tier cell's trained parameters beside its record (they take "
+                          "0.25 MiB per cell for the tiny agents, 6.9 MiB for the thesis-size AReLiT; a submission "
+                          "needs them)")
     run.set_defaults(func=cmd_leaderboard_run)
     tune = board_sub.add_parser("tune", help="select an agent's learning rate and entropy coefficient as the thesis "
                                              "does (Table A.1 grid; cells stored like a board's)")

@@ -8,9 +8,9 @@ the record's ``policy`` field names it and holds its SHA-256, its size and each 
 so a record and its policy cannot be paired wrongly and a stored file is never replaced. The
 exported ``act`` of the agent (:mod:`memgym.leaderboard.isolation`) takes exactly these leaves.
 
-**Bound.** A policy file may hold at most :data:`LIMIT_BYTES` (64 MiB) — about 16M float32
-parameters, some 30 times the thesis-size AReLiT — so a verifier never reads more than that per cell;
-docs/submitting.md gives the sizes per preset.
+**Bound.** A policy file may hold at most :data:`LIMIT_BYTES` (64 MiB) — about 16.7M float32
+parameters, nine times the thesis-size AReLiT (1.8M parameters, 6.9 MiB with its critic) — so a
+verifier never reads more than that per cell; docs/submitting.md gives the sizes per preset.
 """
 
 from __future__ import annotations

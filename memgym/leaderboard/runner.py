@@ -23,13 +23,15 @@ from memgym.validation import check_real
 
 def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = TMAZE,
         log: Callable[[str], None] = print, cell_timeout: float | None = None, repeat: bool = False,
-        backend: Any = None, new_version: bool = False) -> ResultsStore:
+        backend: Any = None, new_version: bool = False, policies: bool = True) -> ResultsStore:
     """Fill every missing cell of ``agents`` × ``budget`` of ``track`` into the store at ``results``.
 
     ``backend`` runs the tasks (default :class:`LocalBackend`); whatever it is, this
     process alone writes the store, a task's records as soon as it finishes.
     ``new_version`` records the cells of an agent whose code or config changed since
     its cells were stored as its next version (without it, such a run raises ``ValueError``).
+    ``policies``: store each JAX-tier cell's trained parameters beside its record
+    (:mod:`~memgym.leaderboard.policies`); a submission needs them.
     """
     if cell_timeout is not None:
         check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
@@ -63,6 +65,8 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
         with listening(progress.training):  # in-flight reports of the task running in this process
             for task, records in backend.map(tasks, budget, cell_timeout, started):
                 for record in records:
+                    if not policies:
+                        record.pop("policy", None)
                     store.write(agent_id(task.spec), record[track.sweep.name], record["seed"], record)
                 progress.advance(task, records)
     finally:

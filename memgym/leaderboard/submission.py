@@ -645,14 +645,14 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
     if tier == "any":
         log(f"[{submission.name}] re-running {len(sample)} of {len(cells)} cells (sample seed {sample_seed}; the "
             f"agent in a child process, counted here): {drawn}")
-        reruns = _rerun_any(submission, sample, cell_timeout, log)
+        reruns, protection = _rerun_any(submission, sample, cell_timeout, log)
         rows = [compare(results[cell], rerun, track, exact=exact, z=z) for cell, rerun in zip(sample, reruns)]
         training: list[dict[str, Any]] = []
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "re-trained and evaluated here"}
     else:
         log(f"[{submission.name}] evaluating the stored policy of every cell here, then re-training {len(sample)} "
             f"of {len(cells)} cells (sample seed {sample_seed}; the agent in a child process): {drawn}")
-        rows, training, flags = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, log)
+        rows, training, protection = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, log)
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "stored policies evaluated here"}
         if not exact and not all(same_backend(results[cell], here) for cell in cells):
             made = next(iter(results.values())).get("provenance", {})
@@ -664,6 +664,7 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
                             "path here, within the spread of the submission's seeds")
             log(f"[{submission.name}] note: {base['note']}")
         base["training"] = _training_summary(training, len(cells))
+    base["isolation"] = protection
     agreeing = sum(r["agrees"] for r in rows)
     problems = [] if digest(submission) == before else [
         "the submission's files changed while it was being verified (by the agent's process?)"]
@@ -702,20 +703,23 @@ def pooled_bias(rows: list[dict[str, Any]], z: float) -> dict[str, Any] | None:
 
 
 def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeout: float | None,
-               log: Callable[[str], None]) -> list[tuple[dict, dict] | str]:
+               log: Callable[[str], None]) -> tuple[list[tuple[dict, dict] | str], dict[str, Any]]:
     """The sampled cells of an any-framework agent re-run with the agent in a child process and counted here;
-    per cell its outcome or failure reason."""
+    per cell its outcome or failure reason, and the protection of the agent's process
+    (:func:`~memgym.leaderboard.isolation.protection`)."""
     from memgym.leaderboard import any_tier, isolation
     from memgym.leaderboard.planning import NUM_ENVS
 
     track, budget = submission.track, submission.budget
     outcomes: list[tuple[dict, dict] | str] = []
+    protections: list[dict[str, Any]] = []
     for value, seed in sample:
         started = time.perf_counter()
         deadline = math.inf if cell_timeout is None else started + cell_timeout
         try:
-            with isolation.AgentProcess(submission.spec, submission.code_dir) as process, \
+            with isolation.AgentProcess(submission.spec, submission.code_dir, protect=[submission.root]) as process, \
                     any_tier._alarm(cell_timeout):
+                protections.append(process.protection)
                 agent = isolation.RemoteAgent(process, track, value, seed, budget.total_steps, NUM_ENVS)
                 train = any_tier.train(agent, track, budget, value, seed, NUM_ENVS, deadline)
                 outcomes.append((train, any_tier.evaluate(agent, track, budget, value, NUM_ENVS, deadline)))
@@ -723,7 +727,8 @@ def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeo
             outcomes.append(str(error))
         log(f"[{submission.name}] {track.sweep.column(value)} seed {seed}: re-run in "
             f"{time.perf_counter() - started:.0f}s")
-    return outcomes
+    return outcomes, protections[0] if protections else isolation.protection(submission.spec, submission.code_dir,
+                                                                              [submission.root])
 
 
 def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str, Any]],
@@ -742,7 +747,9 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
     environment = {"XLA_FLAGS": flags.pop() or ""} if len(flags) == 1 and None not in flags else {}
     child_flags = environment.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
     rows, training = [], []
-    with isolation.AgentProcess(submission.spec, submission.code_dir, environment) as process:
+    with isolation.AgentProcess(submission.spec, submission.code_dir, environment,
+                                protect=[submission.root]) as process:
+        protection = process.protection
         started = time.perf_counter()
         exported = isolation.export_jax(process, track, budget,
                                         timeout=None if cell_timeout is None else cell_timeout)
@@ -800,7 +807,7 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                                  exact=exact or same_backend(results[cell], here, child_flags)))
             log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: re-trained in "
                 f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
-    return rows, training, child_flags
+    return rows, training, protection
 
 
 def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,
@@ -898,6 +905,13 @@ def table(verdict: dict[str, Any], track: Track) -> str:
                      f"{summary['unsampled_escape']:.2f}")
     if verdict.get("note"):
         lines.append(f"note: {verdict['note']}")
+    isolated = verdict.get("isolation")
+    if isinstance(isolated, dict):
+        lines.append(f"isolation: the agent's process ran as {isolated.get('user')} ("
+                     + ("a separate, unprivileged user" if isolated.get("separate_user") else
+                        f"the verifier's own user: {isolated.get('reason') or 'not root'}")
+                     + f"); the verifier was {'' if isolated.get('verifier_non_dumpable') else 'NOT '}non-dumpable"
+                     + "".join(f"\n  - it could still: {line}" for line in isolated.get("unprotected") or []))
     if verdict.get("cells"):
         counts = (f"evaluation {verdict.get('agreeing', 0)}/{len(verdict['cells'])} cells agree" if jax_tier else
                   f"{verdict.get('agreeing', 0)}/{len(verdict['cells'])} re-run cells agree")

@@ -84,7 +84,7 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
     """Run every configuration of ``grid`` for ``agent`` under ``budget`` into the store at ``results``, then select.
 
     ``run_options`` go to :func:`memgym.leaderboard.runner.run` (``cell_timeout``, ``backend``,
-    ``new_version``). Returns the selection of :func:`select` plus the grid and budget, as written
+    ``new_version``; ``policies`` is off unless given: a sweep's trained parameters are not kept). Returns the selection of :func:`select` plus the grid and budget, as written
     to ``<results>/tuning-<agent>.json``.
     """
     specs = grid_specs(agent, grid)
@@ -92,7 +92,7 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
         f"{len(budget.values)} {track.sweep.plural.replace('_', ' ')} × {budget.seeds} seeds × "
         f"{budget.total_steps:,} steps each; selected by the training {track.score.label} over the last "
         f"{budget.train_window:,} steps")
-    runner.run(specs, budget, results, track=track, log=log, **run_options)
+    runner.run(specs, budget, results, track=track, log=log, **{"policies": False, **run_options})
     outcome = {"agent": agent, "grid": {k: list(v) for k, v in grid.items()}, "preset": track.budget_record(budget),
                **select(results, specs, budget, track)}
     path = Path(results) / f"tuning-{agent_id(agent)}.json"

@@ -4,6 +4,9 @@ record, read back only when it is exactly what the record names."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import json
 import zipfile
 
@@ -112,3 +115,57 @@ def test_the_same_parameters_twice_share_one_file_and_nothing_is_overwritten(tmp
     again = policies.write(tmp_path, LEAVES)
     assert again["sha256"] == first["sha256"] or again["file"] != first["file"]  # npz timestamps may differ
     assert (tmp_path / first["file"]).stat().st_mtime_ns == before
+
+
+TINY_JAX_AGENT = '''
+import jax
+import jax.numpy as jnp
+
+
+class Agent:
+    num_envs = 2
+
+    def train(self, key, env, env_params, total_steps):
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, self.num_envs), env_params)
+
+        def step(state, key):
+            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key, self.num_envs), state, jnp.zeros(self.num_envs, jnp.int32), env_params)
+            return state, None
+
+        state, _ = jax.lax.scan(step, state, jax.random.split(key, total_steps // self.num_envs))
+        return {"w": jnp.full((3, 2), jax.random.uniform(key)), "b": jnp.arange(2)}, state
+
+    def initialize_carry(self):
+        return jnp.zeros(())
+
+    def act(self, params, carry, obs, start, key):
+        return params["b"][0], carry
+
+
+def factory(context):
+    return Agent()
+'''
+
+
+def test_run_stores_each_jax_cell_policy_and_no_policies_opts_out(tmp_path):
+    """`memgym leaderboard run` stores each JAX-tier cell's trained parameters beside its record (the documented
+    surface: the CLI and the files); `--no-policies` stores none."""
+    (tmp_path / "tiny_jax.py").write_text(TINY_JAX_AGENT)
+    grid = ["--preset", "smoke", "--values", "2", "--seeds", "2", "--steps", "200", "--eval-episodes", "8"]
+    for flags in ([], ["--no-policies"]):
+        results = tmp_path / f"results{len(flags)}"
+        done = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--agent", "tiny_jax:factory",
+                               "--results", str(results), *grid, *flags], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600, env=dict(os.environ, MEMGYM_COMPILATION_CACHE="off"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        cell = results / "tiny_jax_factory" / "L2"
+        records = [json.loads((cell / f"seed{s}.json").read_text()) for s in (0, 1)]
+        if flags:
+            assert not list(cell.glob("policy-*")) and all("policy" not in r for r in records)
+            continue
+        assert len({r["policy"]["file"] for r in records}) == 2  # the seeds' keys give different parameters
+        for record in records:
+            b, w = policies.read(cell / "seed0.json", record["policy"])  # jax.tree.leaves order: b, w
+            assert w.shape == (3, 2) and b.tolist() == [0, 1] and record["policy"]["leaves"] == [["<i4", [2]],
+                                                                                                ["<f4", [3, 2]]]

@@ -349,6 +349,130 @@ def test_the_worked_example_verifies(tmp_path):
     assert json.loads((folder / "verification.json").read_text())["verdict"] == "verified"
 
 
+@pytest.mark.slow(seconds=68)
+def test_the_worked_example_verifies_on_another_backend(tmp_path):
+    """The worked example verified where XLA compiles for another processor (AVX2 instead of this machine's
+    AVX-512, as on many CPUs): the stored policies evaluate within evaluation noise, and the re-trained cells,
+    whose training takes another path there, are judged against the seeds' spread, never called forged."""
+    folder = tmp_path / "submissions" / "a2c-tiny-gru-smoke"
+    shutil.copytree(REPO / "submissions" / "a2c-tiny-gru-smoke", folder,
+                    ignore=shutil.ignore_patterns("verification.json"))
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_max_isa=AVX2")
+    done = subprocess.run([*MEMGYM, "leaderboard", "verify", str(folder), "--k", "2", "--sample-seed", "5",
+                           "--preset", "smoke"], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = json.loads((folder / "verification.json").read_text())
+    assert verdict["evaluation"]["checked"] == 6 and verdict["agreeing"] == 6
+    assert all(row["rule"].startswith("statistical") for row in verdict["cells"])
+    assert len(verdict["retrained"]) == 2 and not any(row["conclusive"] for row in verdict["retrained"])
+    assert "note: the records were made on cpu" in done.stdout
+
+
+SIX_CELLS = ["--preset", "smoke", "--values", "2,3,4", "--seeds", "2", "--steps", "2000", "--eval-episodes", "256"]
+
+
+@pytest.fixture(scope="module")
+def jax_six(tmp_path_factory) -> Path:
+    """A JAX-tier submission of six cells, as many as the smoke preset's."""
+    return make_submission(tmp_path_factory.mktemp("six"), "jax-six", JAX_AGENT.format(forge_counters=False,
+                                                                                         patch_env=False),
+                           "jax_six", grid=SIX_CELLS, framework="JAX")
+
+
+@pytest.mark.slow(seconds=67)
+def test_one_forged_cell_among_six_is_refused_whatever_the_sample(jax_six, capsys):
+    """docs/submitting.md: a cell whose records were replaced by another cell's (evaluation and training figures
+    of L=2 seed 0 copied into L=3 seed 0: consistent counts, every offline check passes) is refused under CI's
+    settings (every cell re-trained) and by the evaluation of the stored policies alone, for any sample seed:
+    every cell's stored policy is evaluated, so no draw can miss it."""
+    forged = copy(jax_six, "forged-cell")
+    cells = forged / "results" / "jax_six_factory"
+    source, target = (json.loads((cells / f"L{v}" / "seed0.json").read_text()) for v in (2, 3))
+    target |= {"train": source["train"], "eval": source["eval"]}
+    (cells / "L3" / "seed0.json").write_text(json.dumps(target))
+    assert submission.offline_problems(submission.load(forged)) == []
+    assert source["eval"] != json.loads((jax_six / "results/jax_six_factory/L3/seed0.json").read_text())["eval"]
+    code, out, verdict = verify(forged, "--k", "all", capsys=capsys)  # CI's settings
+    assert code == 1 and verdict["verdict"] == "mismatch"
+    assert [(r["value"], r["seed"]) for r in verdict["cells"] if not r["agrees"]] == [(3, 0)]
+    for sample_seed in ("0", "1"):  # the evaluation check does not depend on the draw
+        code, out, verdict = verify(forged, "--k", "0", "--sample-seed", sample_seed, capsys=capsys)
+        assert code == 1 and [(r["value"], r["seed"]) for r in verdict["cells"] if not r["agrees"]] == [(3, 0)]
+        assert verdict["training"]["sampled"] == 0 and verdict["training"]["unsampled_escape"] == 1.0
+    # records from before backend fingerprints are compared statistically, and an honest copy passes
+    old = copy(jax_six, "old-records")
+    for path in (old / "results").rglob("seed*.json"):
+        record = json.loads(path.read_text())
+        del record["provenance"]["backend"]
+        path.write_text(json.dumps(record))
+    code, out, verdict = verify(old, "--k", "0", capsys=capsys)
+    assert code == 0 and all(r["rule"].startswith("statistical") and r["agrees"] for r in verdict["cells"])
+
+
+# a JAX-tier learner whose parameters depend on every step of its training: action preferences moved by rewards
+LEARNING_AGENT = """
+import jax
+import jax.numpy as jnp
+
+
+class Agent:
+    num_envs = 4
+
+    def train(self, key, env, env_params, total_steps):
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, self.num_envs), env_params)
+
+        def step(carry, key):
+            state, logits = carry
+            pick, move = jax.random.split(key)
+            actions = jax.random.categorical(pick, logits, shape=(self.num_envs,))
+            _, state, reward, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(move, self.num_envs), state, actions, env_params)
+            return (state, logits + 0.01 * jnp.zeros(4).at[actions].add(reward)), None
+
+        (state, logits), _ = jax.lax.scan(step, (state, jnp.zeros(4)),
+                                          jax.random.split(key, total_steps // self.num_envs))
+        return {"logits": logits}, state
+
+    def initialize_carry(self):
+        return jnp.zeros(())
+
+    def act(self, params, carry, obs, start, key):
+        return jax.random.categorical(key, params["logits"]), carry
+
+
+def factory(context):
+    return Agent()
+"""
+
+
+@pytest.mark.slow
+def test_a_policy_trained_with_five_times_the_budget_passes_evaluation_and_fails_its_retraining(tmp_path, capsys):
+    """docs/submitting.md: shipped policies open no new door. A cell whose stored policy (and its evaluation) come
+    from a run with five times the budget, its training counters from an honest run, evaluates as it claims; its
+    re-training on the records' backend gives other parameters, so the cell is not reproduced, conclusively."""
+    grid = ["--preset", "smoke", "--values", "2", "--seeds", "2", "--eval-episodes", "256"]
+    folder = make_submission(tmp_path, "overtrained", LEARNING_AGENT, "learner", grid=[*grid, "--steps", "2000"],
+                             framework="JAX")
+    done = subprocess.run([*MEMGYM, "leaderboard", "run", "--agent", "learner:factory", "--results",
+                           str(tmp_path / "five-times"), *grid, "--steps", "10000"], cwd=folder / "code",
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cell, over_cell = folder / "results" / "learner_factory" / "L2", tmp_path / "five-times" / "learner_factory" / "L2"
+    record, over = (json.loads((c / "seed0.json").read_text()) for c in (cell, over_cell))
+    assert over["policy"]["params_sha256"] != record["policy"]["params_sha256"]
+    shutil.copy(over_cell / over["policy"]["file"], cell)
+    record |= {"policy": over["policy"], "eval": over["eval"]}
+    (cell / "seed0.json").write_text(json.dumps(record))
+    assert submission.offline_problems(submission.load(folder)) == []
+    code, out, verdict = verify(folder, "--k", "all", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "mismatch"
+    assert verdict["agreeing"] == 2  # the stored policies do score what their records say
+    outcomes = {(r["value"], r["seed"]): r for r in verdict["retrained"]}
+    assert outcomes[(2, 0)]["outcome"] == "not reproduced" and outcomes[(2, 0)]["conclusive"]
+    assert "trained parameters differ" in outcomes[(2, 0)]["reason"]
+    assert outcomes[(2, 1)]["outcome"] == "reproduced exactly"
+
+
 def test_verify_refuses_bad_flags(honest, capsys):
     assert main(["leaderboard", "verify", str(honest), "--k", "0"]) == 2
     assert "k must be at least 1 for an any-framework submission" in capsys.readouterr().err
