@@ -399,6 +399,13 @@ def test_one_forged_cell_among_six_is_refused_whatever_the_sample(jax_six, capsy
         code, out, verdict = verify(forged, "--k", "0", "--sample-seed", sample_seed, capsys=capsys)
         assert code == 1 and [(r["value"], r["seed"]) for r in verdict["cells"] if not r["agrees"]] == [(3, 0)]
         assert verdict["training"]["sampled"] == 0 and verdict["training"]["unsampled_escape"] == 1.0
+    # a JAX-tier record without its stored policy cannot have its evaluation checked: refused before anything runs
+    bare = copy(jax_six, "no-policy")
+    record = json.loads((bare / "results/jax_six_factory/L4/seed1.json").read_text())
+    del record["policy"]
+    (bare / "results/jax_six_factory/L4/seed1.json").write_text(json.dumps(record))
+    code, out, verdict = verify(bare, "--k", "0", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "malformed" and "L4/seed1.json stores no trained policy" in out
     # records from before backend fingerprints are compared statistically, and an honest copy passes
     old = copy(jax_six, "old-records")
     for path in (old / "results").rglob("seed*.json"):
