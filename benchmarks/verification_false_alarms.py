@@ -7,8 +7,11 @@ backend training takes another path, so the statistical rule of
 training-window score must each lie within ``[min, max]`` of the submission's own seeds' stored scores at that
 corridor length, widened by :func:`~memgym.leaderboard.submission.tolerance` (``--z`` standard errors);
 otherwise the cell is "not reproduced" (not conclusive). This script measures that rule on one machine,
-which stands in for two: ``XLA_FLAGS=--xla_cpu_max_isa=AVX2`` (``--other-flags``) makes XLA emit other CPU
-code than the processor's widest instruction set, so training takes another path.
+which stands in for two: ``XLA_FLAGS=--xla_cpu_max_isa=AVX2`` (``--other-flags``) caps the instruction set
+XLA emits CPU code for, a different backend fingerprint. Whether training really takes another path there
+is what the table's bitwise-equal column says: on an AVX-512 Xeon the AVX2 cap left every cell of the tiny
+GRU bitwise equal (no other path, so no false alarm can occur), ``--other-flags=--xla_cpu_max_isa=SSE4_2``
+changed every one.
 
 1. The smoke grid of the reference agent (``memgym leaderboard run --agent a2c-tiny-gru --preset smoke``,
    corridor lengths 4, 8, 12, ``--seeds`` seeds) runs twice, each in a ``python -m memgym.cli`` process
