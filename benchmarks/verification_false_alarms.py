@@ -7,11 +7,11 @@ backend training takes another path, so the statistical rule of
 training-window score must each lie within ``[min, max]`` of the submission's own seeds' stored scores at that
 corridor length, widened by :func:`~memgym.leaderboard.submission.tolerance` (``--z`` standard errors);
 otherwise the cell is "not reproduced" (not conclusive). This script measures that rule on one machine,
-which stands in for two: ``XLA_FLAGS=--xla_cpu_max_isa=AVX2`` (``--other-flags``) caps the instruction set
-XLA emits CPU code for, a different backend fingerprint. Whether training really takes another path there
-is what the table's bitwise-equal column says: on an AVX-512 Xeon the AVX2 cap left every cell of the tiny
-GRU bitwise equal (no other path, so no false alarm can occur), ``--other-flags=--xla_cpu_max_isa=SSE4_2``
-changed every one.
+which stands in for two: ``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2`` (``--other-flags``, the default) caps the
+instruction set XLA emits CPU code for, a different backend fingerprint. Whether training really takes another
+path there is what the table's bitwise-equal column says: on an AVX-512 Xeon the SSE4.2 cap changed every cell
+of the tiny GRU's 10-seed batches, ``--other-flags=--xla_cpu_max_isa=AVX2`` none (no other path, so no false
+alarm can occur).
 
 1. The smoke grid of the reference agent (``memgym leaderboard run --agent a2c-tiny-gru --preset smoke``,
    corridor lengths 4, 8, 12, ``--seeds`` seeds) runs twice, each in a ``python -m memgym.cli`` process
@@ -30,7 +30,7 @@ changed every one.
 
     python benchmarks/verification_false_alarms.py [--seeds 10] [--lengths 4 8 12] [--steps 100000]
         [--eval-episodes 256] [--cheat-length 12] [--cheat-factor 5] [--z 3] [--jobs 2]
-        [--other-flags=--xla_cpu_max_isa=AVX2] [--keep DIR] [--json out.json] [--smoke]
+        [--other-flags=--xla_cpu_max_isa=SSE4_2] [--keep DIR] [--json out.json] [--smoke]
 
 ``--keep DIR`` keeps the three results folders (``DIR/native``, ``DIR/other-<flags>``, ``DIR/native-5x-L12``;
 a folder that exists is resumed, its stored cells reused, so a second ``--other-flags`` trains only its own
@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--cheat-factor", type=int, default=5,
                         help="the over-trained run's budget as a multiple of --steps (at least 2; default 5)")
     parser.add_argument("--z", type=float, default=Z, help=f"the rule's tolerance in standard errors (default {Z:g})")
-    parser.add_argument("--other-flags", default="--xla_cpu_max_isa=AVX2",
+    parser.add_argument("--other-flags", default="--xla_cpu_max_isa=SSE4_2",
                         help="XLA_FLAGS added for the other backend (default: --xla_cpu_max_isa=AVX2)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once (default 1: on a small machine they slow each other more than they gain)")

@@ -633,7 +633,7 @@ def test_a_small_edit_on_every_cell_is_caught_pooled_and_exact_ignores_the_claim
     assert verdict["pooled"]["mean_excess"] == pytest.approx(26 / 256) and not verdict["pooled"]["agrees"]
     assert "stored scores exceed their re-runs by +0.102 on average" in out
     code, out, verdict = verify(inflated, "--k", "1", "--exact", capsys=capsys)
-    assert code == 1 and verdict["cells"][0]["rule"] == "exact (same backend)" and not verdict["cells"][0]["agrees"]
+    assert code == 1 and verdict["cells"][0]["rule"] == "exact (--exact)" and not verdict["cells"][0]["agrees"]
 
 
 TAMPERING_AGENT = RANDOM_AGENT + """
