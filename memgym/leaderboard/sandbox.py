@@ -429,6 +429,8 @@ def _unreadable(root: str) -> str | None:
     """The first folder or file under ``root`` this process cannot read (folders: list and enter), or None."""
     if not os.access(root, os.R_OK | (os.X_OK if os.path.isdir(root) else 0)):
         return root
+    if not os.path.isdir(root):  # a module's file (os.walk would report it as a folder it cannot list)
+        return None
     failed: list[str] = []
     for folder, folders, files in os.walk(root, onerror=lambda error: failed.append(error.filename)):
         if failed:

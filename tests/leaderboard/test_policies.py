@@ -148,6 +148,7 @@ def factory(context):
 '''
 
 
+@pytest.mark.slow
 def test_run_stores_each_jax_cell_policy_and_no_policies_opts_out(tmp_path):
     """`memgym leaderboard run` stores each JAX-tier cell's trained parameters beside its record (the documented
     surface: the CLI and the files); `--no-policies` stores none."""

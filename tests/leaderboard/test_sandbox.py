@@ -237,10 +237,13 @@ def test_protection_with_the_separate_user(reachable, open_folder):
     done = _python(reachable, f"""
         import json
         from memgym.leaderboard import isolation
-        print(json.dumps([isolation.protection(), isolation.protection(protect=[{str(writable)!r}])]))
+        print(json.dumps([isolation.protection(), isolation.protection(protect=[{str(writable)!r}]),
+                          isolation.protection("a2c-tiny-gru")]))
     """)
     assert done.returncode == 0, done.stderr
-    plain, exposed = json.loads(done.stdout.splitlines()[-1])
+    plain, exposed, package = json.loads(done.stdout.splitlines()[-1])
+    # an agent of an installed package (its module a single file or a package folder) is read where it lies
+    assert package["separate_user"] and package["reason"] is None, package
     assert plain["separate_user"] and plain["reason"] is None and plain["verifier_non_dumpable"], plain
     user = sandbox.agent_user()
     assert (plain["user"], plain["uid"], plain["gid"]) == (user.name, user.uid, user.gid) and user.uid != 0

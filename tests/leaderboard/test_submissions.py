@@ -333,6 +333,7 @@ def test_train_that_returns_edited_counters_fails_its_cells_and_the_check(tmp_pa
     assert "FAIL  train" in checked.stdout and "their seal does not match" in checked.stdout
 
 
+@pytest.mark.slow(seconds=40)
 def test_the_worked_example_verifies(tmp_path):
     """docs/submitting.md's worked example, a reference agent submitted by package requirement, re-run from the
     command line (in a copy: the repository's verdict is left as it is)."""
