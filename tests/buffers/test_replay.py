@@ -223,6 +223,7 @@ def segment_reference(chunks, length: int) -> list[list[tuple[int, bool]]]:
     return rows
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.sampled_from([1, 3, 4]))
 def test_segments_split_and_pad(seed, calls, start_rate, length):

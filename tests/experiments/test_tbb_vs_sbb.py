@@ -87,6 +87,7 @@ def _trainer(memory: str, memory_config: dict):
     return trainer, trainer.init_params(jax.random.key(0))
 
 
+@pytest.mark.slow
 def test_observation_sensitivity_is_the_gradient_of_the_last_q_value():
     """eq. 36 against central finite differences; a memoryless Q depends on the last observation only."""
     obs = np.asarray(jax.random.uniform(jax.random.key(1), (12, 5)), np.float64)

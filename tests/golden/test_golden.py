@@ -31,6 +31,7 @@ def test_fingerprints_unchanged(part, compute):
         np.testing.assert_allclose(now[name], values, rtol=2e-4, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_gtrxl_stamps_are_equal_for_equal_parameters_and_change_with_an_update():
     """GTrXL's carry stamps (one per layer, a 64-bit hash of the parameters its key/value cache was made with) are
     checked by what they mean, not by their value: equal parameters (the same ones copied, on another tape, in a

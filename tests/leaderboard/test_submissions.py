@@ -441,16 +441,7 @@ class Agent:
                                           jax.random.split(key, total_steps // self.num_envs))
         return {"logits": logits}, state
 
-    def initialize_carry(self):
-        return jnp.zeros(())
-
-    def act(self, params, carry, obs, start, key):
-        return jax.random.categorical(key, params["logits"]), carry
-
-
-def factory(context):
-    return Agent()
-"""
+""" + JAX_AGENT[JAX_AGENT.index("    def initialize_carry"):]  # JAX_AGENT's act: a categorical over its logits
 
 
 @pytest.mark.slow

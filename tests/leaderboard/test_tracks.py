@@ -93,6 +93,7 @@ def test_popgym_board_scores_normalized_return(tmp_path):
     assert {p.name for p in written.values()} >= {"success_by_length.png", "learning_curves.png", "index.html"}
 
 
+@pytest.mark.slow
 def test_jax_agents_are_rejected_where_there_is_no_jax_env(tmp_path):
     with pytest.raises(ValueError, match="is a JAX-tier agent, but track 'popgym-repeat-previous' runs "
                                          "any-framework agents only"):

@@ -98,6 +98,7 @@ def chunkwise(head: dict, chunk_size, sub_chunk_size) -> tuple[jax.Array, tuple[
     )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     seed=st.integers(0, 2**32 - 1),

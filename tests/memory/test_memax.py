@@ -172,6 +172,7 @@ def test_bad_options_are_named():
         memory.make("memax:gdn", model="s6", features=8)
 
 
+@pytest.mark.slow
 def test_x_of_another_width_than_at_init_is_reported():
     built = Built("GDN")
     x, start = tape(6)
