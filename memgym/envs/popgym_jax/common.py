@@ -1,0 +1,279 @@
+"""What every POPGym task in JAX shares: memgym's observation format and the episode's return.
+
+memgym's Gymnasium wrapper of a popgym task (:class:`memgym.envs.popgym.PopGymEnv`) gives
+one flat float32 observation (gymnasium's ``FlattenObservation`` + ``DtypeObservation``:
+a one-hot block per discrete part, Box parts as they are), the previous action appended
+(``AppendPreviousAction``: one-hot for a ``Discrete`` action, zeros after a reset) and, at
+an episode's end, ``info["episode_return"]``, ``info["normalized_return"]`` (the return
+clipped to [-1, 1]) and ``info["episode_length"]`` (``EpisodeReturn``). :class:`PopGymJaxEnv`
+is a gymnax ``Environment`` that does all of that around a task, so a JAX task only writes
+its own rules and its agents see exactly the observations of the Gymnasium version.
+
+Writing a task
+--------------
+Subclass :class:`PopGymJaxEnv` and write five methods; the task's own state is any pytree
+(usually a ``flax.struct`` dataclass) kept in ``state.task`` of a :class:`PopGymState`:
+
+``init_task(key, params) -> task``
+    the task's state at the start of an episode (e.g. a shuffled deck).
+``transition(key, state, action, params) -> (task, reward, terminated, truncated)``
+    one step from the full :class:`PopGymState` ``state`` (``state.time`` is the number of
+    steps taken so far this episode, ``state.task`` the task's state): the task's next state,
+    the reward (float32: popgym's float64 reward rounded once, e.g. ``jnp.float32(1 / 51)``
+    computed in Python), and popgym's two end flags (both may be True together).
+``observe_task(state, params) -> jax.Array``
+    the task's part of the observation, flat float32 in ``FlattenObservation``'s layout
+    (:func:`one_hot` / :func:`flat_discrete` build it), from the *new* state: ``state.time``
+    has already been incremented. A task whose observation is random beyond its state
+    (observation noise) keeps the drawn reading in its state.
+``task_observation_bounds(params) -> (low, high)``
+    NumPy float32 bounds of that part, as ``gymnasium.spaces.flatten_space`` gives them.
+``action_space(params)``
+    a gymnax ``spaces.Discrete`` (previous action appended one-hot) or ``spaces.Box``
+    (appended as it is, flattened), as in memgym's ``AppendPreviousAction``.
+
+and give ``name`` (popgym's class name, e.g. ``"RepeatFirstEasy"``) and ``default_params``
+(a :class:`PopGymParams`, or a subclass of it holding the task's traced parameters;
+``max_steps_in_episode`` is popgym's longest episode, for information: the end of an
+episode is whatever ``transition`` says). Everything must be jittable with static shapes;
+whatever changes a shape (the number of decks) is a constructor argument.
+
+What the base class gives
+-------------------------
+``reset_env`` / ``step_env`` / gymnax's auto-resetting ``step`` (through
+:mod:`memgym.envs.gymnax_compat`: six values under gymnax 1.0, five under 0.0.9), the
+observation ``[task part | previous action]`` (:meth:`PopGymJaxEnv.get_obs`; the previous
+action is kept in ``state.prev_action`` so the observation is a function of the state),
+``observation_space`` (float32 Box, bounds as memgym's wrapper gives them), ``num_actions``,
+``is_terminated`` / ``is_truncated`` (the flags of the last transition, kept in the state) and,
+in *every* step's ``info``:
+
+* ``episode_return``: the rewards of the episode so far, this step's included (at the step
+  that ends an episode: the finished episode's return), summed with a compensated float32
+  sum (TwoSum; the rounding error of each addition is carried along), so it is the float32
+  rounding of the exact sum of the float32 rewards, within ``2**-24 * sum(|reward|)`` (one
+  float32 ulp at 1 for POPGym's returns) of the ``math.fsum`` of popgym's float64 rewards
+  that ``EpisodeReturn`` computes;
+* ``normalized_return``: ``episode_return`` clipped to [-1, 1], as ``EpisodeReturn`` does;
+* ``episode_length``: the steps of the episode so far (int32), this one included.
+
+Read them where ``terminated | truncated``. ``prev_action=False`` leaves the previous action
+out, as ``PopGymEnv(prev_action=False)`` does. :meth:`PopGymJaxEnv.initial_state` wraps a task
+state into a fresh episode's :class:`PopGymState` (what a parity test's ``from_popgym`` needs).
+
+Actions are not checked (they cannot be inside ``jit``): an integer outside a ``Discrete``
+space gives an all-zero previous-action block and whatever the task makes of it, where memgym's
+Gymnasium wrapper raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from memgym.envs import gymnax_compat
+from memgym.validation import check_flag
+
+__all__ = [
+    "PopGymJaxEnv",
+    "PopGymParams",
+    "PopGymState",
+    "compensated_add",
+    "flat_discrete",
+    "one_hot",
+]
+
+
+@struct.dataclass
+class PopGymParams(environment.EnvParams):
+    """Params of a POPGym task (a gymnax ``EnvParams``): ``max_steps_in_episode`` is popgym's
+    longest episode, for information only (the task's own rules end an episode). Tasks with
+    traced parameters subclass it."""
+
+    max_steps_in_episode: Any = 1
+
+
+@struct.dataclass
+class PopGymState(environment.EnvState):
+    """A POPGym task's gymnax state.
+
+    ``time``: steps taken this episode (int32); ``task``: the task's own state (a pytree);
+    ``prev_action``: the flattened previous action (float32; zeros after a reset);
+    ``episode_return`` + ``return_error``: the running return as a float32 sum and the
+    rounding error it has dropped so far (the compensated sum of :func:`compensated_add`);
+    ``terminated`` / ``truncated``: the end flags of the last transition (False after a reset).
+    """
+
+    time: jax.Array
+    task: Any
+    prev_action: jax.Array
+    episode_return: jax.Array
+    return_error: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+def one_hot(index: Any, n: int) -> jax.Array:
+    """``index`` (an integer, or an integer array for several parts) as float32 one-hot vectors of
+    length ``n``, concatenated (gymnasium's flattening of ``Discrete(n)``); an index outside
+    ``[0, n)`` gives zeros."""
+    index = jnp.asarray(index, jnp.int32)
+    return (index[..., None] == jnp.arange(n, dtype=jnp.int32)).astype(jnp.float32).reshape(-1)
+
+
+def flat_discrete(indices: Any, sizes: Any) -> jax.Array:
+    """The flattening of ``MultiDiscrete(sizes)`` (or of a ``Tuple`` of ``Discrete`` spaces):
+    one one-hot block per entry of ``indices``, of length ``sizes[i]``, concatenated (float32).
+    ``sizes`` is static (a sequence of ints)."""
+    sizes = [int(size) for size in sizes]
+    indices = jnp.asarray(indices, jnp.int32).reshape(-1)
+    if indices.shape[0] != len(sizes):
+        raise ValueError(f"indices must hold one entry per size, got {indices.shape[0]} indices for sizes={sizes}")
+    if len(set(sizes)) == 1:
+        return one_hot(indices, sizes[0])
+    return jnp.concatenate([one_hot(indices[i], size) for i, size in enumerate(sizes)])
+
+
+def compensated_add(total: jax.Array, error: jax.Array, value: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One step of a compensated float32 sum: ``(total, error)`` after adding ``value``.
+
+    Knuth's TwoSum gives the exact rounding error of ``total + value`` without a branch; it is
+    accumulated in ``error``, and ``total + error`` is the sum to (almost) twice float32's
+    precision. Rounded once at the end, a sum of thousands of rewards of ``1/N`` is the float32
+    rounding of the exact sum (as ``math.fsum`` is in float64)."""
+    new_total = total + value
+    value_part = new_total - total
+    total_part = new_total - value_part
+    rounding_error = (total - total_part) + (value - value_part)
+    return new_total, error + rounding_error
+
+
+class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
+    """Base class of memgym's POPGym tasks in JAX (see the module docstring for what a task writes).
+
+    Args:
+        prev_action: append the previous action to the observation (zeros after a reset), as
+            memgym's ``PopGymEnv(prev_action=True)`` (the default) does.
+    """
+
+    def __init__(self, prev_action: bool = True):
+        check_flag(prev_action=prev_action)
+        self.prev_action = bool(prev_action)
+
+    # --- what a task writes -------------------------------------------------------------------
+
+    def init_task(self, key: jax.Array, params: PopGymParams) -> Any:
+        """The task's state at the start of an episode."""
+        raise NotImplementedError
+
+    def transition(self, key: jax.Array, state: PopGymState, action: jax.Array,
+                   params: PopGymParams) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+        """One step: ``(task state, reward, terminated, truncated)`` from ``state`` (before the step)."""
+        raise NotImplementedError
+
+    def observe_task(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        """The task's flat float32 observation of ``state`` (``state.time`` already counts the step)."""
+        raise NotImplementedError
+
+    def task_observation_bounds(self, params: PopGymParams) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)``: float32 bounds of the task's part of the observation."""
+        raise NotImplementedError
+
+    # --- the previous action ------------------------------------------------------------------
+
+    def _action_layout(self, params: PopGymParams) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(size, low, high)`` of the flattened action (the appended block; size 0 without it)."""
+        if not self.prev_action:
+            return 0, np.zeros(0, np.float32), np.zeros(0, np.float32)
+        space = self.action_space(params)
+        if isinstance(space, spaces.Discrete):
+            return int(space.n), np.zeros(space.n, np.float32), np.ones(space.n, np.float32)
+        if isinstance(space, spaces.Box):
+            size = int(np.prod(space.shape))
+            low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape).reshape(-1)
+            high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape).reshape(-1)
+            return size, np.minimum(low, 0).astype(np.float32), np.maximum(high, 0).astype(np.float32)
+        raise TypeError(f"{type(self).__name__}: the previous action can be appended for a Discrete or Box action "
+                        f"space, got {space!r}")
+
+    def flatten_action(self, action: Any, params: PopGymParams) -> jax.Array:
+        """The action as ``AppendPreviousAction`` appends it: one-hot (``Discrete``) or flat float32 (``Box``)."""
+        space = self.action_space(params)
+        if isinstance(space, spaces.Discrete):
+            return one_hot(action, space.n)
+        return jnp.asarray(action, jnp.float32).reshape(-1)
+
+    # --- the environment ----------------------------------------------------------------------
+
+    @property
+    def default_params(self) -> PopGymParams:
+        raise NotImplementedError
+
+    @property
+    def num_actions(self) -> int:
+        space = self.action_space(self.default_params)
+        return int(space.n) if isinstance(space, spaces.Discrete) else int(np.prod(space.shape))
+
+    def observation_space(self, params: PopGymParams) -> spaces.Box:
+        """Float32 Box of ``[task part | previous action]`` with memgym's wrapper's bounds."""
+        low, high = self.task_observation_bounds(params)
+        _, action_low, action_high = self._action_layout(params)
+        low = np.concatenate([np.asarray(low, np.float32), action_low])
+        high = np.concatenate([np.asarray(high, np.float32), action_high])
+        return spaces.Box(jnp.asarray(low), jnp.asarray(high), (low.shape[0],), jnp.float32)
+
+    def initial_state(self, task: Any, params: PopGymParams) -> PopGymState:
+        """A fresh episode's state around the task state ``task`` (no step taken, no previous action)."""
+        size, _, _ = self._action_layout(params)
+        zero = jnp.zeros((), jnp.float32)
+        no = jnp.zeros((), bool)
+        return PopGymState(time=jnp.zeros((), jnp.int32), task=task, prev_action=jnp.zeros(size, jnp.float32),
+                           episode_return=zero, return_error=zero, terminated=no, truncated=no)
+
+    def get_obs(self, state: PopGymState, params: PopGymParams | None = None, key: Any = None) -> jax.Array:
+        """The observation of ``state``: ``[task part | previous action]``, float32."""
+        params = self.default_params if params is None else params
+        task_obs = jnp.asarray(self.observe_task(state, params), jnp.float32)
+        if not self.prev_action:
+            return task_obs
+        return jnp.concatenate([task_obs, state.prev_action])
+
+    def reset_env(self, key: jax.Array, params: PopGymParams) -> tuple[jax.Array, PopGymState]:
+        state = self.initial_state(self.init_task(key, params), params)
+        return self.get_obs(state, params), state
+
+    def step_env(self, key, state, action, params):
+        """One step (no auto-reset): gymnax 1.0's ``(obs, state, reward, terminated, info)`` with the
+        truncation in the state (:meth:`is_truncated`), gymnax 0.0.9's five values under 0.0.9."""
+        task, reward, terminated, truncated = self.transition(key, state, action, params)
+        reward = jnp.asarray(reward, jnp.float32)
+        episode_return, return_error = compensated_add(state.episode_return, state.return_error, reward)
+        new_state = PopGymState(
+            time=state.time + 1,
+            task=task,
+            prev_action=self.flatten_action(action, params) if self.prev_action else state.prev_action,
+            episode_return=episode_return,
+            return_error=return_error,
+            terminated=jnp.asarray(terminated, bool),
+            truncated=jnp.asarray(truncated, bool),
+        )
+        total = episode_return + return_error
+        info = {
+            "episode_return": total,
+            "normalized_return": jnp.clip(total, -1.0, 1.0),
+            "episode_length": new_state.time,
+        }
+        obs = self.get_obs(new_state, params)
+        return gymnax_compat.step_env_returns(obs, new_state, reward, new_state.terminated, new_state.truncated, info)
+
+    def is_terminated(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        return state.terminated
+
+    def is_truncated(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        """popgym's truncation flag of the last transition (popgym's tasks end their episodes themselves)."""
+        return state.truncated
