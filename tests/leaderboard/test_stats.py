@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,8 +16,47 @@ def test_iqm_known_values():
     assert iqm(np.array([0.0, 1.0, 2.0, 100.0])) == pytest.approx(1.5)  # middle two of four
     assert iqm(np.arange(8.0)) == pytest.approx(np.mean([2, 3, 4, 5]))
     assert iqm(np.array([3.0])) == 3.0
-    # n = 5: quarter boundaries at 1.25 and 3.75 -> weights .75, 1, .75 on the 2nd, 3rd, 4th values
-    assert iqm(np.array([0.0, 1.0, 2.0, 3.0, 40.0])) == pytest.approx((0.75 * 1 + 2 + 0.75 * 3) / 2.5)
+    # n = 5: floor(5 / 4) = 1 value dropped at each end (rliable's, i.e. scipy's trim_mean, not a weighted quarter)
+    assert iqm(np.array([0.0, 1.0, 2.0, 3.0, 40.0])) == pytest.approx(2.0)
+    assert iqm(np.array([[0.0, 9.0, 1.0, 2.0], [5.0, 5.0, 5.0, 5.0]]), axis=1) == pytest.approx([1.5, 5.0])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1, 1), min_size=1, max_size=60))
+def test_iqm_is_scipys_trimmed_mean(values):
+    from scipy import stats
+
+    assert iqm(np.array(values)) == pytest.approx(stats.trim_mean(values, 0.25), abs=1e-12)
+
+
+@pytest.mark.parametrize("board", ["tmaze-cpu", "popgym-repeat-previous-cpu"])
+def test_the_board_iqm_is_rliables_on_the_published_records(board):
+    """A board's IQM column is ``rliable.metrics.aggregate_iqm`` of its cells (runs x tasks: seeds x values, a failed
+    cell at the track's worst score), on the published records of both reference boards."""
+    from collections import defaultdict
+
+    from rliable import metrics
+
+    from memgym.leaderboard import report
+    from memgym.leaderboard.store import result_order
+    from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE
+
+    track = TMAZE if board.startswith("tmaze") else POPGYM_REPEAT_PREVIOUS
+    store = track.store(Path(__file__).resolve().parents[2] / "docs" / "leaderboard" / board)
+    results = defaultdict(list)
+    for record in track.records(store):
+        results[(record["agent"], record[track.sweep.name], record["seed"])].append(record)
+    scores: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for (agent, value, seed), records in results.items():  # a cell counts with its first ok result, else fails
+        counted = next((r for r in sorted(records, key=result_order) if r["status"] == "ok"), None)
+        scores[agent][(value, seed)] = track.score.bounds[0] if counted is None else counted["eval"][track.score.name]
+    entries = {e["agent"]: e for e in report.build_board(store, track)["entries"]}
+    assert set(entries) == set(scores) and len(entries) >= 4
+    for agent, cells in scores.items():
+        values = sorted({v for v, _ in cells})
+        seeds = sorted({s for _, s in cells})
+        matrix = np.array([[cells[(v, s)] for v in values] for s in seeds])  # runs x tasks, as rliable takes them
+        assert entries[agent]["eval"]["iqm"] == pytest.approx(metrics.aggregate_iqm(matrix), abs=1e-12), agent
 
 
 @settings(max_examples=50, deadline=None)
