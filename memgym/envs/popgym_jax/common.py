@@ -51,9 +51,11 @@ in *every* step's ``info``:
 * ``episode_return``: the rewards of the episode so far, this step's included (at the step
   that ends an episode: the finished episode's return), summed with a compensated float32
   sum (TwoSum; the rounding error of each addition is carried along), so it is the float32
-  rounding of the exact sum of the float32 rewards, within ``2**-24 * sum(|reward|)`` (one
-  float32 ulp at 1 for POPGym's returns) of the ``math.fsum`` of popgym's float64 rewards
-  that ``EpisodeReturn`` computes;
+  rounding of the exact sum of the float32 rewards: it differs from the ``math.fsum`` of
+  popgym's float64 rewards that ``EpisodeReturn`` computes by at most
+  ``2**-24 * (sum(|reward|) + |return|)`` (each reward rounded once to float32, the sum rounded
+  once; the compensated sum's own error, ``(n * 2**-24)**2 * sum(|reward|)`` for ``n`` steps, is
+  far below that), i.e. about one float32 ulp at 1 for POPGym's returns;
 * ``normalized_return``: ``episode_return`` clipped to [-1, 1], as ``EpisodeReturn`` does;
 * ``episode_length``: the steps of the episode so far (int32), this one included.
 

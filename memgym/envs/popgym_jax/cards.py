@@ -1,0 +1,559 @@
+"""popgym 1.0.7's card tasks as gymnax environments, step for step with popgym's NumPy ones.
+
+Six tasks, each in popgym's three difficulties (the classes ``<Task>Easy`` / ``Medium`` /
+``Hard``, built with no arguments but ``prev_action``) and in any setting popgym's own
+constructor accepts (``RepeatPrevious(num_decks=2, k=8)``):
+
+==================  ====================================================  =====================================
+task                what the agent must do                                Easy / Medium / Hard
+==================  ====================================================  =====================================
+RepeatFirst         name the suit of the episode's first card, every step  1 / 8 / 16 decks
+RepeatPrevious      name the suit of the card ``k`` cards back             1 deck k=4 / 2 decks k=32 / 3 decks k=64
+CountRecall         say how often the queried kind of card has been dealt  colors 1 deck / suits 2 / ranks 4
+Autoencode          watch the deck, then name its suits in reverse order   1 / 2 / 3 decks
+HigherLower         guess whether the next card ranks higher or lower      1 / 2 / 3 decks
+Concentration       turn cards two at a time to find matching pairs        colors 1 deck / colors 2 / ranks 1
+==================  ====================================================  =====================================
+
+Every task is a :class:`~memgym.envs.popgym_jax.common.PopGymJaxEnv`: the observation is
+memgym's Gymnasium wrapper's (``memgym/popgym-<Task><Difficulty>-v0``: popgym's observation
+flattened to float32 one-hot blocks, then the previous action one-hot, zeros after a reset),
+and every step's ``info`` holds ``episode_return``, ``normalized_return`` and
+``episode_length`` (the finished episode's where ``terminated | truncated``). Usage::
+
+    env = RepeatPreviousMedium()
+    params = env.default_params
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)  # gymnax 1.0
+
+The deck
+--------
+A card is an integer ``c`` in ``[0, 52 * num_decks)`` with popgym's attributes: suit ``c % 4``,
+colour ``c % 2``, rank ``(c % 52) // 4`` (ace first). Each episode shuffles the whole deck with
+``jax.random.permutation``. The tasks that deal (all but Concentration) keep the deck in the
+order it is dealt (``task.deck[t]`` is the card shown at step ``t``; popgym deals from the *end*
+of its ``Deck.idx``, so ``task.deck`` is ``idx`` reversed); Concentration keeps popgym's layout
+(``task.deck[i]`` is the card lying at position ``i``, popgym's ``idx``).
+
+Parameters
+----------
+The number of decks and CountRecall's and Concentration's ``deck_type`` fix array shapes and
+are constructor arguments; RepeatPrevious's ``k`` is traced (:class:`RepeatPreviousParams`,
+built and checked by :meth:`RepeatPrevious.params`), so one compiled step serves every ``k``
+and ``jax.vmap`` over params runs several side by side. ``max_steps_in_episode`` is the
+episode's length (Concentration's: its time limit), for information.
+
+Deviations from popgym
+----------------------
+None changes an observation, a reward, an end flag or a score of a valid action sequence.
+
+=====================================  ============================================  ======================================
+what                                   popgym 1.0.7                                  here
+=====================================  ============================================  ======================================
+randomness                             NumPy's generator shuffles ``Deck.idx``        ``jax.random.permutation`` of the deck
+                                                                                     per episode (same distribution: uniform
+                                                                                     over orderings; another stream)
+episode return                         ``math.fsum`` of float64 rewards (memgym's     compensated float32 sum of the float32
+                                       ``EpisodeReturn``)                             rewards: within ``2**-24 * (sum|r| +
+                                                                                     |return|)`` of it (one float32 ulp at 1)
+rewards                                Python floats (float64)                       float32 (each popgym reward rounded once)
+invalid actions (outside the space)    not checked; compared or indexed as given      not checked (jit): compared as given
+                                       (memgym's wrapper raises ``ValueError``)       (a wrong answer); Concentration clamps
+                                                                                     the position; the previous-action block
+                                                                                     is all zeros
+stepping after the episode's end       raises ``DeckEmptyError`` (memgym's wrapper    gymnax's ``step`` starts a new episode
+                                       raises ``RuntimeError``)                       (``step_env`` alone keeps going: the
+                                                                                     state is then meaningless)
+``CountRecall(error_clamp=...)``       accepted and never used                       no such argument
+``CountRecall`` info ``"counts"``,     returned / kept                               not kept (nothing reads them)
+``get_state()``, ``dealt_cards``,
+HigherLower's ``"card"`` reset info
+invalid settings                       ``AssertionError`` / ``NotImplementedError``   ``ValueError`` naming the argument
+                                       (or none: ``k < 0``)
+=====================================  ============================================  ======================================
+
+Nothing of popgym's card tasks is left out. (MultiarmedBandit, Battleship and MineSweeper are
+not card tasks and are not here.)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import spaces
+
+from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, one_hot
+from memgym.validation import check_choice, check_int
+
+__all__ = [
+    "CARD_TASKS",
+    "DECK_SIZE",
+    "Autoencode",
+    "AutoencodeEasy",
+    "AutoencodeHard",
+    "AutoencodeMedium",
+    "CardTask",
+    "Concentration",
+    "ConcentrationEasy",
+    "ConcentrationHard",
+    "ConcentrationMedium",
+    "ConcentrationState",
+    "CountRecall",
+    "CountRecallEasy",
+    "CountRecallHard",
+    "CountRecallMedium",
+    "CountRecallState",
+    "DeckState",
+    "HigherLower",
+    "HigherLowerEasy",
+    "HigherLowerHard",
+    "HigherLowerMedium",
+    "RepeatFirst",
+    "RepeatFirstEasy",
+    "RepeatFirstHard",
+    "RepeatFirstMedium",
+    "RepeatPrevious",
+    "RepeatPreviousEasy",
+    "RepeatPreviousHard",
+    "RepeatPreviousMedium",
+    "RepeatPreviousParams",
+    "card_feature",
+]
+
+#: cards in one deck
+DECK_SIZE = 52
+NUM_SUITS, NUM_RANKS, NUM_COLORS = 4, 13, 2
+#: the kinds of card a task can tell apart, with how many values each has
+FEATURE_SIZES = {"colors": NUM_COLORS, "suits": NUM_SUITS, "ranks": NUM_RANKS}
+
+
+def card_feature(cards: Any, feature: str) -> jax.Array:
+    """``"suits"`` (0-3), ``"colors"`` (0-1) or ``"ranks"`` (0-12, ace first) of cards, as popgym's
+    ``Deck`` numbers them (int32; ``cards`` an integer or an integer array)."""
+    cards = jnp.asarray(cards, jnp.int32)
+    if feature == "suits":
+        return cards % NUM_SUITS
+    if feature == "colors":
+        return cards % NUM_COLORS
+    if feature == "ranks":
+        return (cards % DECK_SIZE) // NUM_SUITS
+    raise ValueError(f"feature must be one of {', '.join(map(repr, FEATURE_SIZES))}, got feature={feature!r}")
+
+
+@struct.dataclass
+class DeckState:
+    """The shuffled deck of a dealing task, in the order it is dealt (int32 card numbers)."""
+
+    deck: jax.Array
+
+
+@struct.dataclass
+class CountRecallState:
+    """CountRecall's two decks (the dealt cards and the queries, in dealing order) and how often
+    each kind of card has been dealt so far (int32, the current card included)."""
+
+    value_deck: jax.Array
+    query_deck: jax.Array
+    counts: jax.Array
+
+
+@struct.dataclass
+class ConcentrationState:
+    """Concentration's table: ``deck[i]`` is the card at position ``i``; ``face_up`` the matched
+    positions; ``pending`` the position turned first in an unfinished pair (-1: none);
+    ``shown`` the positions the last observation shows (the matched ones and those just turned)."""
+
+    deck: jax.Array
+    face_up: jax.Array
+    pending: jax.Array
+    shown: jax.Array
+
+
+@struct.dataclass
+class RepeatPreviousParams(PopGymParams):
+    """RepeatPrevious's params: ``k`` (int32, traced) is how many cards back the answer lies."""
+
+    k: Any = 4
+
+
+class CardTask(PopGymJaxEnv):
+    """A task played with ``num_decks`` shuffled 52-card decks (see the module docstring)."""
+
+    def __init__(self, num_decks: int = 1, prev_action: bool = True):
+        super().__init__(prev_action=prev_action)
+        self.num_decks = check_int("num_decks", num_decks, low=1)
+        self.num_cards = DECK_SIZE * self.num_decks
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def shuffled_deck(self, key: jax.Array) -> jax.Array:
+        """A uniformly random ordering of the ``num_cards`` cards (int32)."""
+        return jax.random.permutation(key, self.num_cards).astype(jnp.int32)
+
+    def _params(self, **fields: Any) -> PopGymParams:
+        return PopGymParams(max_steps_in_episode=jnp.asarray(self.num_cards - 1, jnp.int32), **fields)
+
+    @property
+    def default_params(self) -> PopGymParams:
+        return self._params()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_decks={self.num_decks}, prev_action={self.prev_action})"
+
+
+class _SuitOfDealtCard(CardTask):
+    """Shared by RepeatFirst and RepeatPrevious: the observation is the suit of the card just dealt,
+    the action a suit, and the episode ends when the last card is dealt (``num_cards - 1`` steps)."""
+
+    def init_task(self, key, params):
+        return DeckState(deck=self.shuffled_deck(key))
+
+    def observe_task(self, state, params):
+        return one_hot(card_feature(state.task.deck[state.time], "suits"), NUM_SUITS)
+
+    def task_observation_bounds(self, params):
+        return np.zeros(NUM_SUITS, np.float32), np.ones(NUM_SUITS, np.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(NUM_SUITS)
+
+    def _last_deal(self, state: PopGymState) -> jax.Array:
+        return state.time + 1 == self.num_cards - 1
+
+
+class RepeatFirst(_SuitOfDealtCard):
+    """Name the first card's suit at every step: ``±1 / (num_cards - 1)`` a step, ``num_cards - 1`` steps.
+
+    Args:
+        num_decks: decks shuffled together (an integer >= 1; popgym's Easy / Medium / Hard: 1 / 8 / 16).
+        prev_action: append the previous action to the observation.
+    """
+
+    def transition(self, key, state, action, params):
+        scale = np.float32(1 / (self.num_cards - 1))
+        first_suit = card_feature(state.task.deck[0], "suits")
+        reward = jnp.where(jnp.asarray(action) == first_suit, scale, -scale)
+        return state.task, reward, self._last_deal(state), jnp.zeros((), bool)
+
+
+class RepeatPrevious(_SuitOfDealtCard):
+    """Name the suit of the card ``k`` cards back (``k = 1``: the card showing).
+
+    Step ``t`` (the ``t``-th card showing, the first at ``t = 0``) scores ``±1 / (num_cards - k)`` from
+    ``t = k - 1`` on, by the suit of the ``(t + 1 - k)``-th card, as popgym compares with its hand's
+    ``k``-th card from the end; ``k = 0`` compares with the first card from the first step on (popgym's
+    ``hand[-0]``). The episode is ``num_cards - 1`` steps long.
+
+    Args:
+        num_decks: decks shuffled together (an integer >= 1).
+        k: how far back, an integer in ``[0, 52 * num_decks - 1]`` (the default params' value; it is
+            traced: :meth:`params` builds others). popgym's Easy / Medium / Hard: 1 deck ``k=4`` / 2 decks
+            ``k=32`` / 3 decks ``k=64``.
+        prev_action: append the previous action to the observation.
+    """
+
+    def __init__(self, num_decks: int = 1, k: int = 4, prev_action: bool = True):
+        super().__init__(num_decks=num_decks, prev_action=prev_action)
+        self._default_params = self.params(k)
+
+    def params(self, k: Any) -> RepeatPreviousParams:
+        """Checked :class:`RepeatPreviousParams` for ``k`` (an integer, or an integer array: a batch for
+        ``jax.vmap``; each in ``[0, num_cards - 1]``, as popgym requires ``num_cards > k``)."""
+        values = np.asarray(k)
+        if not np.issubdtype(values.dtype, np.integer) or values.dtype == bool:
+            raise ValueError(f"k must be an integer or an integer array, got k={k!r}")
+        for value in values.reshape(-1):
+            check_int("k", int(value), 0, self.num_cards - 1,
+                      why=f"cards back, fewer than the {self.num_cards} cards of {self.num_decks} deck(s)")
+        steps = np.broadcast_to(np.int32(self.num_cards - 1), values.shape)
+        return RepeatPreviousParams(max_steps_in_episode=jnp.asarray(steps), k=jnp.asarray(values, jnp.int32))
+
+    @property
+    def default_params(self) -> RepeatPreviousParams:
+        return self._default_params
+
+    def transition(self, key, state, action, params):
+        k = jnp.asarray(params.k, jnp.int32)
+        held = state.time + 1  # cards in popgym's hand before this step's deal
+        target = state.task.deck[jnp.where(k == 0, 0, held - k)]
+        scale = jnp.float32(1.0) / (self.num_cards - k).astype(jnp.float32)
+        answer = jnp.where(jnp.asarray(action) == card_feature(target, "suits"), scale, -scale)
+        reward = jnp.where(held >= k, answer, jnp.float32(0.0))
+        return state.task, reward, self._last_deal(state), jnp.zeros((), bool)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_decks={self.num_decks}, k={int(self._default_params.k)}, " \
+               f"prev_action={self.prev_action})"
+
+
+class CountRecall(CardTask):
+    """Say how many cards of the queried kind have been dealt so far.
+
+    Two decks are shuffled: one deals the cards, the other the queries. The observation is the kind
+    (``deck_type``: colour, suit or rank) of the card dealt and of the card queried, one-hot each;
+    the answer at the next step is how many cards of the queried kind have been dealt (the one just
+    dealt included): ``±1 / (num_cards - 1)``, ``num_cards - 1`` steps. Actions:
+    ``0 … num_cards / kinds``.
+
+    Args:
+        num_decks: decks in each of the two piles (an integer >= 1).
+        deck_type: ``"colors"``, ``"suits"`` or ``"ranks"``. popgym's Easy / Medium / Hard: colors with
+            1 deck / suits with 2 / ranks with 4.
+        prev_action: append the previous action to the observation.
+    """
+
+    def __init__(self, num_decks: int = 1, deck_type: str = "colors", prev_action: bool = True):
+        super().__init__(num_decks=num_decks, prev_action=prev_action)
+        self.deck_type = check_choice("deck_type", deck_type, tuple(FEATURE_SIZES))
+        self.num_kinds = FEATURE_SIZES[deck_type]
+        self.max_count = self.num_cards // self.num_kinds
+
+    def init_task(self, key, params):
+        value_key, query_key = jax.random.split(key)
+        value_deck, query_deck = self.shuffled_deck(value_key), self.shuffled_deck(query_key)
+        counts = jnp.zeros(self.num_kinds, jnp.int32).at[card_feature(value_deck[0], self.deck_type)].add(1)
+        return CountRecallState(value_deck=value_deck, query_deck=query_deck, counts=counts)
+
+    def observe_task(self, state, params):
+        task, t = state.task, state.time
+        kinds = card_feature(jnp.stack([task.value_deck[t], task.query_deck[t]]), self.deck_type)
+        return one_hot(kinds, self.num_kinds)
+
+    def task_observation_bounds(self, params):
+        return np.zeros(2 * self.num_kinds, np.float32), np.ones(2 * self.num_kinds, np.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(self.max_count + 1)
+
+    def transition(self, key, state, action, params):
+        task, t = state.task, state.time
+        asked = task.counts[card_feature(task.query_deck[t], self.deck_type)]
+        dealt = card_feature(task.value_deck[t + 1], self.deck_type)
+        counts = task.counts.at[dealt].add(1)
+        scale = np.float32(1 / (self.num_cards - 1))
+        reward = jnp.where(jnp.asarray(action) == asked, scale, -scale)
+        terminated = t + 1 == self.num_cards - 1
+        return task.replace(counts=counts), reward, terminated, jnp.zeros((), bool)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_decks={self.num_decks}, deck_type={self.deck_type!r}, " \
+               f"prev_action={self.prev_action})"
+
+
+class Autoencode(CardTask):
+    """Watch the whole deck, then name its suits in reverse order.
+
+    The observation is the mode (one-hot of 2: 1 while watching, 0 once the last card is dealt) and
+    a suit (one-hot of 4): the card just dealt while watching and at the last card, then suit 0 (popgym
+    shows the suit of its card number 0 while the agent answers). The ``num_cards - 1`` watching steps
+    score nothing whatever the action; the next ``num_cards`` steps score ``±1 / num_cards`` by the
+    suits of the cards from the last dealt back to the first: ``2 * num_cards - 1`` steps.
+
+    Args:
+        num_decks: decks shuffled together (an integer >= 1; popgym's Easy / Medium / Hard: 1 / 2 / 3).
+        prev_action: append the previous action to the observation.
+    """
+
+    def init_task(self, key, params):
+        return DeckState(deck=self.shuffled_deck(key))
+
+    def observe_task(self, state, params):
+        n, t = self.num_cards, state.time
+        watching = (t < n - 1).astype(jnp.int32)
+        suit = jnp.where(t <= n - 1, card_feature(state.task.deck[jnp.minimum(t, n - 1)], "suits"), 0)
+        return jnp.concatenate([one_hot(watching, 2), one_hot(suit, NUM_SUITS)])
+
+    def task_observation_bounds(self, params):
+        return np.zeros(2 + NUM_SUITS, np.float32), np.ones(2 + NUM_SUITS, np.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(NUM_SUITS)
+
+    @property
+    def default_params(self) -> PopGymParams:
+        return PopGymParams(max_steps_in_episode=jnp.asarray(2 * self.num_cards - 1, jnp.int32))
+
+    def transition(self, key, state, action, params):
+        n, t = self.num_cards, state.time
+        answering = t >= n - 1
+        recalled = state.task.deck[jnp.clip(2 * n - 2 - t, 0, n - 1)]
+        scale = np.float32(1 / n)
+        answer = jnp.where(jnp.asarray(action) == card_feature(recalled, "suits"), scale, -scale)
+        reward = jnp.where(answering, answer, jnp.float32(0.0))
+        return state.task, reward, t == 2 * n - 2, jnp.zeros((), bool)
+
+
+class HigherLower(CardTask):
+    """Guess whether the next card ranks higher (action 0) or lower (action 1) than the one showing.
+
+    The observation is the rank of the card showing (one-hot of 13). A right guess scores
+    ``+1 / num_cards``, a wrong one ``-1 / num_cards``, equal ranks 0; ``num_cards - 1`` steps.
+
+    Args:
+        num_decks: decks shuffled together (an integer >= 1; popgym's Easy / Medium / Hard: 1 / 2 / 3).
+        prev_action: append the previous action to the observation.
+    """
+
+    def init_task(self, key, params):
+        return DeckState(deck=self.shuffled_deck(key))
+
+    def observe_task(self, state, params):
+        return one_hot(card_feature(state.task.deck[state.time], "ranks"), NUM_RANKS)
+
+    def task_observation_bounds(self, params):
+        return np.zeros(NUM_RANKS, np.float32), np.ones(NUM_RANKS, np.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def transition(self, key, state, action, params):
+        t = state.time
+        showing = card_feature(state.task.deck[t], "ranks")
+        following = card_feature(state.task.deck[t + 1], "ranks")
+        guessed_higher = jnp.asarray(action) == 0
+        scale = np.float32(1 / self.num_cards)
+        reward = jnp.where(following == showing, jnp.float32(0.0),
+                           jnp.where((following > showing) == guessed_higher, scale, -scale))
+        return state.task, reward, t + 1 == self.num_cards - 1, jnp.zeros((), bool)
+
+
+class Concentration(CardTask):
+    """Turn cards two at a time (action: a position) to find pairs of the same colour or rank.
+
+    All cards lie face down; the observation shows, for every position, the kind of its card where it
+    is matched or was just turned and ``kinds`` (face down) elsewhere, one-hot of ``kinds + 1`` each.
+    A pair of different positions with the same kind stays face up: ``+1 / (num_cards // 2)``; a
+    pair that does not match ``-2 / L``; turning a card already face up ends the pair at once with
+    ``-1 / L`` per card turned in it. The episode ends when every card is face up (terminated) or at
+    the step whose start count is ``L - 1`` (truncated; both can happen at once), with
+    ``L = ceil(2 n - n / (2 n - 1))``, ``n = 52 * num_decks``.
+
+    Args:
+        num_decks: decks laid out (an integer >= 1).
+        deck_type: ``"colors"`` or ``"ranks"`` (suits are not allowed: 13 cards of a suit cannot all
+            be paired). popgym's Easy / Medium / Hard: colors with 1 deck / colors with 2 / ranks with 1.
+        prev_action: append the previous action to the observation.
+    """
+
+    def __init__(self, num_decks: int = 1, deck_type: str = "ranks", prev_action: bool = True):
+        super().__init__(num_decks=num_decks, prev_action=prev_action)
+        self.deck_type = check_choice("deck_type", deck_type, ("colors", "ranks"))
+        self.num_kinds = FEATURE_SIZES[deck_type]
+        n = self.num_cards
+        self.episode_length = math.ceil(2 * n - n / (2 * n - 1))
+
+    def init_task(self, key, params):
+        no = jnp.zeros(self.num_cards, bool)
+        return ConcentrationState(deck=self.shuffled_deck(key), face_up=no, pending=jnp.asarray(-1, jnp.int32),
+                                  shown=no)
+
+    def observe_task(self, state, params):
+        task = state.task
+        kinds = jnp.where(task.shown, card_feature(task.deck, self.deck_type), self.num_kinds)
+        return one_hot(kinds, self.num_kinds + 1)
+
+    def task_observation_bounds(self, params):
+        size = self.num_cards * (self.num_kinds + 1)
+        return np.zeros(size, np.float32), np.ones(size, np.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(self.num_cards)
+
+    @property
+    def default_params(self) -> PopGymParams:
+        return PopGymParams(max_steps_in_episode=jnp.asarray(self.episode_length, jnp.int32))
+
+    def transition(self, key, state, action, params):
+        task = state.task
+        position = jnp.clip(jnp.asarray(action, jnp.int32), 0, self.num_cards - 1)
+        first = task.pending
+        has_first = first >= 0
+        first_position = jnp.maximum(first, 0)
+        positions = jnp.arange(self.num_cards)
+        turned = (positions == position) | (has_first & (positions == first))
+        already_up = jnp.any(turned & task.face_up)
+        kinds = card_feature(task.deck, self.deck_type)
+        pair_matches = has_first & (kinds[first_position] == kinds[position]) & (first_position != position)
+        success = np.float32(1 / (self.num_cards // 2))
+        failure = np.float32(-1 / self.episode_length)
+        pair_reward = jnp.where(pair_matches, success, 2 * failure)
+        turned_count = 1 + has_first.astype(jnp.int32)
+        reward = jnp.where(already_up, failure * turned_count.astype(jnp.float32),
+                           jnp.where(has_first, pair_reward, jnp.float32(0.0)))
+        matched = ~already_up & pair_matches
+        face_up = jnp.where(matched, task.face_up | turned, task.face_up)
+        pending = jnp.where(already_up | has_first, -1, position).astype(jnp.int32)
+        new_task = ConcentrationState(deck=task.deck, face_up=face_up, pending=pending,
+                                      shown=task.face_up | turned)
+        terminated = matched & jnp.all(face_up)
+        truncated = state.time >= self.episode_length - 1
+        return new_task, reward, terminated, truncated
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_decks={self.num_decks}, deck_type={self.deck_type!r}, " \
+               f"prev_action={self.prev_action})"
+
+
+# ---------------------------------------------------------------------------------------------
+# popgym's difficulties
+
+
+def _difficulty(base: type, level: str, **config: Any) -> type:
+    """popgym's ``<Task><level>`` class: ``base`` with ``config`` fixed (only ``prev_action`` is left)."""
+    settings = ", ".join(f"{key}={value!r}" for key, value in config.items())
+
+    def __init__(self, prev_action: bool = True):
+        base.__init__(self, prev_action=prev_action, **config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prev_action={self.prev_action})"
+
+    name = base.__name__ + level
+    return type(name, (base,), {
+        "__init__": __init__,
+        "__repr__": __repr__,
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"popgym's ``{name}``: :class:`{base.__name__}` with {settings}.",
+        "config": dict(config),
+    })
+
+
+RepeatFirstEasy = _difficulty(RepeatFirst, "Easy", num_decks=1)
+RepeatFirstMedium = _difficulty(RepeatFirst, "Medium", num_decks=8)
+RepeatFirstHard = _difficulty(RepeatFirst, "Hard", num_decks=16)
+RepeatPreviousEasy = _difficulty(RepeatPrevious, "Easy", num_decks=1, k=4)
+RepeatPreviousMedium = _difficulty(RepeatPrevious, "Medium", num_decks=2, k=32)
+RepeatPreviousHard = _difficulty(RepeatPrevious, "Hard", num_decks=3, k=64)
+CountRecallEasy = _difficulty(CountRecall, "Easy", num_decks=1, deck_type="colors")
+CountRecallMedium = _difficulty(CountRecall, "Medium", num_decks=2, deck_type="suits")
+CountRecallHard = _difficulty(CountRecall, "Hard", num_decks=4, deck_type="ranks")
+AutoencodeEasy = _difficulty(Autoencode, "Easy", num_decks=1)
+AutoencodeMedium = _difficulty(Autoencode, "Medium", num_decks=2)
+AutoencodeHard = _difficulty(Autoencode, "Hard", num_decks=3)
+HigherLowerEasy = _difficulty(HigherLower, "Easy", num_decks=1)
+HigherLowerMedium = _difficulty(HigherLower, "Medium", num_decks=2)
+HigherLowerHard = _difficulty(HigherLower, "Hard", num_decks=3)
+ConcentrationEasy = _difficulty(Concentration, "Easy", num_decks=1, deck_type="colors")
+ConcentrationMedium = _difficulty(Concentration, "Medium", num_decks=2, deck_type="colors")
+ConcentrationHard = _difficulty(Concentration, "Hard", num_decks=1, deck_type="ranks")
+
+#: popgym's class name -> the JAX class, for every task and difficulty here (e.g. ``"RepeatFirstEasy"``)
+CARD_TASKS: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        RepeatFirstEasy, RepeatFirstMedium, RepeatFirstHard,
+        RepeatPreviousEasy, RepeatPreviousMedium, RepeatPreviousHard,
+        CountRecallEasy, CountRecallMedium, CountRecallHard,
+        AutoencodeEasy, AutoencodeMedium, AutoencodeHard,
+        HigherLowerEasy, HigherLowerMedium, HigherLowerHard,
+        ConcentrationEasy, ConcentrationMedium, ConcentrationHard,
+    )
+}
