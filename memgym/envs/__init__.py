@@ -21,6 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from memgym.envs import popgym_jax
 from memgym.envs.memory_maze import register_memory_maze_envs
 from memgym.envs.popgym import register_popgym_envs
 from memgym.envs.tmaze import TMazeEnv
@@ -38,7 +39,14 @@ _SPECS: dict[str, dict] = {
 }
 
 #: gymnax ids of memgym's pure-JAX environments -> the module that defines (and registers) them
-JAX_ENVS: dict[str, str] = {"memgym/TMaze-v0": "memgym.envs.tmaze_jax"}
+JAX_ENVS: dict[str, str] = {"memgym/TMaze-v0": "memgym.envs.tmaze_jax",
+                            **{popgym_jax.jax_id(name): "memgym.envs.popgym_jax.registration"
+                               for name in popgym_jax.task_names()}}
+# The POPGym tasks in JAX through Gymnasium: memgym/popgym-<Name>Jax-v0, single and vector (one vmapped task).
+_SPECS |= {popgym_jax.gymnasium_id(name): dict(
+    entry_point="memgym.envs.popgym_jax.registration:make_gymnasium",
+    vector_entry_point="memgym.envs.popgym_jax.registration:make_gymnasium_vector", kwargs={"name": name},
+    order_enforce=False) for name in popgym_jax.task_names()}
 
 
 def register_envs() -> None:
