@@ -116,6 +116,12 @@ CASES: dict[str, Case] = {
     "update_memory_profile.py": Case(
         prints=("| model | XLA memory (MiB) |", "biggest temporaries by shape", "AReLiT / GTrXL-256 XLA memory"),
     ),
+    "popgym_jax_speed.py": Case(
+        prints=("| task | JAX vmapped steps/s |", "| RepeatPreviousEasy |", "| CountRecallEasy |", "load at the end"),
+        args=("--json", "{tmp}/popgym_jax_speed.json"),
+        writes=("popgym_jax_speed.json",),
+        needs="popgym",
+    ),
     "update_time_split.py": Case(prints=("| model | collect (ms) |", "| arelit |", "| gtrxl-256 |")),
     "vector_env.py": Case(prints=("JAX vector env steps/s", "SyncVectorEnv steps/s")),
     "verification_cost.py": Case(
