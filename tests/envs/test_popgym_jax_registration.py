@@ -16,12 +16,14 @@ from memgym.envs.popgym_jax import gymnasium_id, jax_id, task_names
 
 def test_every_task_has_a_gymnax_id_and_a_gymnasium_id():
     names = task_names()
-    assert {"RepeatFirstEasy", "RepeatPreviousHard", "CountRecallMedium"} <= set(names) and len(names) % 3 == 0
+    assert {"RepeatFirstEasy", "RepeatPreviousHard", "CountRecallMedium", "PositionOnlyCartPoleEasy"} <= set(names)
+    assert len(names) % 3 == 0
     assert {jax_id(name) for name in names} <= set(JAX_ENVS)
     assert {gymnasium_id(name) for name in names} <= set(registered_ids())
 
 
-@pytest.mark.parametrize("name", ["RepeatFirstEasy", "RepeatPreviousMedium", "CountRecallHard"])
+@pytest.mark.parametrize("name", ["RepeatFirstEasy", "RepeatPreviousMedium", "CountRecallHard",
+                                  "PositionOnlyCartPoleEasy"])
 def test_make_jax_and_gymnasium_give_the_same_task(name):
     env, params = make_jax(jax_id(name))
     assert type(env).__name__ == name

@@ -4,6 +4,8 @@
   observation, the episode's return and its normalisation);
 - :mod:`memgym.envs.popgym_jax.cards`: the card tasks (Repeat First, Repeat Previous, Count Recall,
   Autoencode, Higher/Lower, Concentration);
+- :mod:`memgym.envs.popgym_jax.cartpole`: the partially observed CartPoles (position only, velocity
+  only, noisy position only);
 - :mod:`memgym.envs.popgym_jax.registration`: their ids. Each task ``<Name>`` (popgym's class name,
   e.g. ``RepeatPreviousEasy``) is the gymnax environment ``memgym/popgym-<Name>-v0``
   (``memgym.envs.make_jax``; after that, ``gymnax.make`` under gymnax 1.0) — the id of its NumPy
@@ -23,6 +25,7 @@ DIFFICULTIES = ("Easy", "Medium", "Hard")
 FAMILIES: dict[str, tuple[str, ...]] = {
     "memgym.envs.popgym_jax.cards": ("RepeatFirst", "RepeatPrevious", "CountRecall", "Autoencode", "HigherLower",
                                      "Concentration"),
+    "memgym.envs.popgym_jax.cartpole": ("PositionOnlyCartPole", "VelocityOnlyCartPole", "NoisyPositionOnlyCartPole"),
 }
 
 
