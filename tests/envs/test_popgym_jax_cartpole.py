@@ -32,19 +32,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
+from gymnasium.utils.env_checker import check_env
 
 popgym_envs = pytest.importorskip("popgym.envs")
 stats = pytest.importorskip("scipy.stats")
 
 from memgym.envs import gymnax_compat  # noqa: E402
+from memgym.envs.functional import GymnasiumAdapter  # noqa: E402
 from memgym.envs.popgym import PopGymEnv  # noqa: E402
 from memgym.envs.popgym_jax import cartpole  # noqa: E402
 from memgym.envs.popgym_jax.cartpole import (  # noqa: E402
     CARTPOLE_TASKS,
+    NoisyPositionOnlyCartPoleHard,
     NoisyPositionOnlyCartPole,
     PositionOnlyCartPole,
     PositionOnlyCartPoleEasy,
     VelocityOnlyCartPole,
+    VelocityOnlyCartPoleEasy,
+    exact_ratio,
 )
 from memgym.envs.popgym_jax.common import PopGymState  # noqa: E402
 
@@ -103,8 +108,8 @@ def record_episodes(name: str, env, params, policies, seed: int) -> list[dict]:
     for policy in policies:
         reset_noise, next_noise = upcoming_noise(upstream, 2, after_reset_draw=True) if noisy else (None, None)
         first_obs, _ = wrapper.reset()
-        episode = dict(start=from_popgym(upstream, env, params, reset_noise, next_noise), first_obs=first_obs, actions=[], obs=[], rewards=[], terminated=[], truncated=[],
-                       physics=[], noise=[], returns=[], normalized=[], lengths=[])
+        episode = dict(start=from_popgym(upstream, env, params, reset_noise, next_noise), first_obs=first_obs,
+                       actions=[], obs=[], rewards=[], terminated=[], truncated=[], physics=[], noise=[])
         while True:
             action = policy(upstream.state, rng)
             obs, reward, terminated, truncated, info = wrapper.step(action)
@@ -225,7 +230,8 @@ def test_stepping_on_after_the_pole_fell_is_gymnasiums():
         for _ in range(60):
             action = int(rng.integers(2))
             obs, reward, terminated, truncated, _ = upstream.step(action)
-            jax_obs, state, jax_reward, jax_terminated, jax_truncated, _ = step(jax.random.key(0), state, action, params)
+            jax_obs, state, jax_reward, jax_terminated, jax_truncated, _ = step(
+                jax.random.key(0), state, action, params)
             np.testing.assert_array_equal(np.asarray(jax_obs)[:2], obs)
             np.testing.assert_array_equal(np.asarray(state.task.physics), upstream.state)
             assert (float(jax_reward), bool(jax_terminated), bool(jax_truncated)) == (
@@ -283,15 +289,18 @@ def test_custom_settings_like_popgyms_constructor():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: PositionOnlyCartPole(max_episode_length=0), "max_episode_length must be a positive integer.*got max_episode_length=0"),
-    (lambda: PositionOnlyCartPole(max_episode_length=2.5), "max_episode_length must be.*integer.*got max_episode_length=2.5"),
+    (lambda: PositionOnlyCartPole(max_episode_length=0),
+     "max_episode_length must be a positive integer.*got max_episode_length=0"),
+    (lambda: PositionOnlyCartPole(max_episode_length=2.5),
+     "max_episode_length must be.*integer.*got max_episode_length=2.5"),
     (lambda: PositionOnlyCartPole(max_episode_length=True), "max_episode_length.*True"),
     (lambda: VelocityOnlyCartPole(max_episode_length="200"), "max_episode_length.*'200'"),
     (lambda: NoisyPositionOnlyCartPole(noise_sigma=-0.1), r"noise_sigma must be a number in \[0, inf\].*-0.1"),
     (lambda: NoisyPositionOnlyCartPole(noise_sigma=float("nan")), "noise_sigma.*nan"),
     (lambda: NoisyPositionOnlyCartPole(noise_sigma="0.1"), "noise_sigma.*'0.1'"),
     (lambda: PositionOnlyCartPoleEasy().params(noise_sigma=0.1), "noise_sigma is a parameter of Noisy.*has no noise"),
-    (lambda: PositionOnlyCartPoleEasy().params(max_episode_length=[5, 0]), "max_episode_length.*got max_episode_length=0"),
+    (lambda: PositionOnlyCartPoleEasy().params(max_episode_length=[5, 0]),
+     "max_episode_length.*got max_episode_length=0"),
     (lambda: NoisyPositionOnlyCartPole().params(max_episode_length=[5, 6], noise_sigma=[0.1, 0.2, 0.3]),
      "max_episode_length and noise_sigma must broadcast"),
     (lambda: PositionOnlyCartPoleEasy(prev_action="yes"), "prev_action must be True or False.*'yes'"),
@@ -349,13 +358,48 @@ def test_jit_and_vmap_over_1024_envs(family):
     np.testing.assert_array_equal(rewards, np.float32(1 / params.max_steps_in_episode))
     lengths = info["episode_length"][done]
     assert lengths.min() >= 8  # the fastest fall (from a corner of the start box, pushed one way) takes 8 steps
-    np.testing.assert_array_equal(info["episode_return"][done], (lengths / params.max_steps_in_episode).astype(np.float32))
+    np.testing.assert_array_equal(info["episode_return"][done],
+                                  (lengths / params.max_steps_in_episode).astype(np.float32))
     # a new episode's observation: no previous action; its readings are the position and the angle
     after_reset = obs[done]  # auto-reset: the step that ends an episode returns the next one's first observation
     np.testing.assert_array_equal(after_reset[:, 2:], 0.0)
     assert np.abs(after_reset[:, :2]).max() <= 0.05 + 6 * params.noise_sigma + 1e-6
     final = info["final_observation"][done]
     np.testing.assert_array_equal(final[:, 2:].sum(axis=1), 1.0)  # the last action, one-hot
+
+
+def test_float64_physics_stays_gymnasiums_inside_a_jitted_vmapped_rollout():
+    """The physics compiled as a training loop compiles it (256 auto-resetting envs, 64 steps, one ``lax.scan``):
+    every transition (each state and action, from the rollout) is Gymnasium's step to the bit."""
+    env = VelocityOnlyCartPoleEasy()
+    params = env.default_params
+    with jax.enable_x64(True):
+        @jax.jit
+        def run(key):
+            _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, 256), params)
+
+            def body(state, key):
+                action = jax.random.randint(key, (256,), 0, 2)
+                _, after, _, terminated, truncated, _ = jax.vmap(
+                    functools.partial(gymnax_compat.step, env), in_axes=(0, 0, 0, None))(
+                    jax.random.split(key, 256), state, action, params)
+                # the state the step reached (before any auto-reset), from the physics of the step alone
+                reached = jax.vmap(cartpole.cartpole_dynamics)(state.task.physics, action)
+                return after, (state.task.physics, action, reached, terminated | truncated)
+
+            return jax.lax.scan(body, state, jax.random.split(key, 64))[1]
+
+        before, actions, reached, done = jax.tree.map(np.asarray, run(jax.random.key(2)))
+    assert before.dtype == np.float64 and done.sum() > 256
+    gym_cartpole = CartPoleEnv()
+    gym_cartpole.reset(seed=0)
+    for t in range(0, 64, 4):  # every 4th step of every env: 4,096 transitions
+        for i in range(256):
+            gym_cartpole.state, gym_cartpole.steps_beyond_terminated = before[t, i].copy(), None
+            gym_cartpole.step(int(actions[t, i]))
+            np.testing.assert_array_equal(reached[t, i], gym_cartpole.state)
+            if not done[t, i]:
+                np.testing.assert_array_equal(before[t + 1, i] if t < 63 else reached[t, i], gym_cartpole.state)
 
 
 def test_truncation_follows_traced_max_episode_length_under_vmap():
@@ -393,6 +437,34 @@ def test_auto_reset_and_step_env_agree():
         state = after
     assert int(state.time) == 0 and np.asarray(obs)[2:].tolist() == [0.0, 0.0]
     assert float(info["episode_return"]) == 1.0 and int(info["episode_length"]) == 3
+
+
+def test_exact_ratio_is_numpys_quotient_rounded_to_float32():
+    """Every ``n / L`` with ``0 <= n <= L <= 1024`` (525,824 pairs, one vectorised call), large numerators, and
+    a batch sharing its denominator (where XLA multiplies by the reciprocal instead of dividing): equal to NumPy's
+    float64 quotient rounded to float32, which is ``math.fsum`` of ``n`` rewards ``1 / L`` rounded to float32
+    (popgym's return)."""
+    lengths, steps = np.meshgrid(np.arange(1, 1025), np.arange(0, 1025), indexing="ij")
+    keep = steps <= lengths
+    n, d = steps[keep].astype(np.int32), lengths[keep].astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(exact_ratio)(n, d)), (n / d).astype(np.float32))
+    shared = jax.jit(jax.vmap(exact_ratio, in_axes=(0, None)))
+    for length in (200, 400, 600, 1000):
+        steps = np.arange(length + 1, dtype=np.int32)
+        np.testing.assert_array_equal(np.asarray(shared(steps, length)), (steps / length).astype(np.float32))
+    big = np.arange(0, 2**24, 4099, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(exact_ratio)(big, np.full_like(big, 4093))),
+                                  (big / 4093).astype(np.float32))
+    for length in (200, 400, 600):
+        ratios = np.asarray(jax.jit(exact_ratio)(np.arange(length + 1), np.full(length + 1, length)))
+        assert all(ratios[k] == np.float32(math.fsum([1 / length] * k)) for k in range(length + 1))
+
+
+def test_the_gymnasium_adapter_passes_check_env():
+    env = NoisyPositionOnlyCartPoleHard()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no spec, so no render-mode check
+        check_env(GymnasiumAdapter(env, env.default_params))
 
 
 def test_physics_follows_jaxs_float_type():

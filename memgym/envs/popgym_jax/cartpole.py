@@ -48,10 +48,11 @@ either way.
   Gymnasium's bit for bit (the parity tests check every step of thousands). Two compiler
   rewrites that would change the last bit are prevented: XLA's CPU backend fuses a multiply
   and the add that reads it into one fused multiply-add (rounded once instead of twice), and
-  turns a division by a constant into a multiplication by its reciprocal; the constants go
-  through ``lax.optimization_barrier`` and every product that feeds a sum through
-  :func:`_rounded`. Other backends' ``sin``/``cos`` (a GPU's) may differ from the C library's in
-  the last bit, and then so may the state after many steps.
+  turns a division by a constant, or by a scalar shared across a ``vmap``, into a
+  multiplication by its reciprocal: every product that feeds a sum goes through
+  :func:`_rounded`, and the divisor is made each environment's own value (a select on NaN).
+  Other backends' ``sin``/``cos`` (a GPU's) may differ from the C library's in the last bit,
+  and then so may the state after many steps.
 * float32 (the default): every operation rounds to float32's 24 bits instead of 53, and the
   pole's fall amplifies a difference by about ``e^(4 t)`` over ``t`` seconds (``e^0.08`` a step),
   so the state drifts from Gymnasium's: over the ~20 steps of an episode under random actions
@@ -190,11 +191,12 @@ def exact_ratio(numerator: Any, denominator: Any) -> jax.Array:
     """``numerator / denominator`` of two integers, rounded to the nearest float32 (as NumPy's float64
     quotient rounded to float32 is), for ``0 <= numerator < 2**24`` and ``1 <= denominator <= 2**12``.
 
-    XLA's CPU backend divides float32 vectors with a reciprocal estimate that can be one ulp off, so the
-    quotient is corrected: of the five floats around the computed one, the one whose product with the
-    denominator is nearest the numerator. Each candidate is split into its upper and lower 12 mantissa
-    bits, so that both products with a 12-bit denominator are exact (and a fused multiply-add would
-    change nothing); the difference ``hi * d - n`` is exact too (its terms are within a factor 2)."""
+    A plain float32 division is not enough: XLA rewrites a division by a scalar shared across a batch (a
+    params field under ``vmap``) as a multiplication by its reciprocal, one ulp off for about 30% of the
+    quotients. So the computed quotient is corrected: of the five floats around it, the one whose product
+    with the denominator is nearest the numerator. Each candidate is split into its upper and lower 12
+    mantissa bits, so that both products with a 12-bit denominator are exact (and a fused multiply-add
+    would change nothing); the difference ``upper * d - n`` is exact too (its terms are within a factor 2)."""
     n = jnp.asarray(numerator, jnp.int32).astype(jnp.float32)
     d = jnp.asarray(denominator, jnp.int32).astype(jnp.float32)
     estimate = n / d
@@ -216,12 +218,14 @@ def cartpole_dynamics(physics: jax.Array, action: Any) -> jax.Array:
     The operations and their order are Gymnasium's ``CartPoleEnv.step``, so in float64 the result is
     Gymnasium's to the bit (see the module docstring)."""
     dtype = physics.dtype
-    # through a barrier: XLA would otherwise divide by the total mass as a multiplication by its reciprocal
-    force, pole_mass_length, total_mass, gravity, half_length, four_thirds, mass_pole, tau = lax.optimization_barrier(
-        tuple(jnp.asarray(value, dtype) for value in
-              (FORCE, POLE_MASS_LENGTH, TOTAL_MASS, GRAVITY, HALF_POLE_LENGTH, 4.0 / 3.0, MASS_POLE, TAU))
-    )
+    force, pole_mass_length, gravity, half_length, four_thirds, mass_pole, tau = (
+        jnp.asarray(value, dtype) for value in (FORCE, POLE_MASS_LENGTH, GRAVITY, HALF_POLE_LENGTH, 4.0 / 3.0,
+                                                MASS_POLE, TAU))
     x, x_dot, theta, theta_dot = physics[0], physics[1], physics[2], physics[3]
+    # The divisor as a value of each environment's own: XLA turns a division by a constant, or by one scalar
+    # shared across a vmapped batch, into a multiplication by its reciprocal (two roundings). Where theta is NaN,
+    # so is every result anyway.
+    total_mass = jnp.where(jnp.isnan(theta), jnp.nan, jnp.asarray(TOTAL_MASS, dtype))
     push = jnp.where(jnp.asarray(action) == 1, force, -force)
     cos, sin = jnp.cos(theta), jnp.sin(theta)
     temp = (push + _rounded(pole_mass_length * (theta_dot * theta_dot) * sin)) / total_mass
