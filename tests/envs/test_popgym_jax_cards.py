@@ -52,20 +52,17 @@ def need_popgym():
 def from_popgym(env: PopGymJaxEnv, upstream, params) -> PopGymState:
     """The JAX state of the episode popgym's ``upstream`` task has just reset to (its deck(s) copied).
 
-    popgym deals from the end of ``Deck.idx``, the JAX dealing tasks from the start of ``task.deck``:
+    popgym deals from the end of ``Deck.idx``, the JAX dealing tasks from the start of their deck:
     the deck is copied reversed; Concentration's deck is its layout and is copied as it is."""
     if isinstance(env, cards.Concentration):
         assert not upstream.deck["face_up_idx"] and not upstream.deck["in_play_idx"]
-        no = jnp.zeros(env.num_cards, bool)
-        task = cards.ConcentrationState(deck=jnp.asarray(upstream.deck.idx, jnp.int32), face_up=no,
-                                        pending=jnp.asarray(-1, jnp.int32), shown=no)
+        task = env.lay_out(cards.Decks.holding(upstream.deck.idx))
     elif isinstance(env, cards.CountRecall):
-        value_deck = jnp.asarray(upstream.value_deck.idx[::-1], jnp.int32)
-        query_deck = jnp.asarray(upstream.query_deck.idx[::-1], jnp.int32)
-        task = cards.CountRecallState(value_deck=value_deck, query_deck=query_deck,
-                                      counts=jnp.asarray(upstream.counts, jnp.int32))
+        task = env.deal(cards.Decks.holding(upstream.value_deck.idx[::-1]),
+                        cards.Decks.holding(upstream.query_deck.idx[::-1]))
+        np.testing.assert_array_equal(np.asarray(task.counts), upstream.counts)
     else:
-        task = cards.DeckState(deck=jnp.asarray(upstream.deck.idx[::-1], jnp.int32))
+        task = cards.DeckState(decks=cards.Decks.holding(upstream.deck.idx[::-1]))
     return env.initial_state(task, params)
 
 
@@ -387,21 +384,73 @@ def test_jit_and_vmap_over_1024_envs(name):
     assert (np.abs(ret[done]) <= 1 + 1e-6).all() and (np.abs(norm) <= 1).all()
 
 
-def test_every_episode_deals_a_fresh_permutation():
-    """Each reset (and auto-reset) deals a permutation of all cards, different per key."""
-    env = cards.RepeatFirstEasy()
+def chi_square_uniform(counts) -> float:
+    """p-value of Pearson's chi-square test that ``counts`` come from a uniform distribution."""
+    return float(stats.chisquare(np.asarray(counts, float)).pvalue)
+
+
+def test_shuffle_steps_give_every_ordering_equally_often():
+    """Fisher-Yates steps 0 … n-2 from any start: each of the 24 orderings of 4 cards about equally
+    often (chi-square, 24,000 shuffles, level 0.001), from the sorted and from a reversed start."""
+    def shuffle(key, cards_):
+        for step in range(3):
+            cards_ = cards.shuffle_step(jax.random.fold_in(key, step), cards_, step)
+        return cards_
+
+    keys = jax.random.split(jax.random.key(8), 24_000)
+    for start in (jnp.arange(4), jnp.arange(4)[::-1]):
+        orders = np.asarray(jax.jit(jax.vmap(shuffle, in_axes=(0, None)))(keys, start.astype(jnp.int32)))
+        codes = orders @ np.array([64, 16, 4, 1])
+        _, counts = np.unique(codes, return_counts=True)
+        assert len(counts) == 24 and chi_square_uniform(counts) > 1e-3
+    decks = jnp.tile(jnp.arange(4, dtype=jnp.int32), (2, 1))  # the row form shuffles one row only
+    shuffled = np.asarray(cards.shuffle_step(jax.random.key(0), decks, 0, row=1))
+    assert shuffled[0].tolist() == [0, 1, 2, 3] and sorted(shuffled[1]) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("name", ["RepeatFirstEasy", "CountRecallEasy", "ConcentrationEasy"])
+def test_every_episode_deals_a_fresh_uniform_permutation(name):
+    """4,096 environments: the decks dealt at reset and at the first auto-reset are permutations, the
+    position of card 0 is uniform over the deck (chi-square, level 0.001) in both, and the deck after
+    the auto-reset is independent of the one before (suits of the first cards: chi-square test of
+    independence; same card in the same place about ``1/52`` of the time)."""
+    env = CARD_TASKS[name]()
     params = env.default_params
-    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(2), 256), params)
-    decks = np.asarray(states.task.deck)
-    assert (np.sort(decks, axis=1) == np.arange(52)).all()
-    assert len({tuple(deck) for deck in decks}) == 256
-    _, state = env.reset(jax.random.key(3), params)
-    step, _ = jitted(env)
-    first = np.asarray(state.task.deck)
-    for t in range(51):
-        _, state, *_ = step(jax.random.key(100 + t), state, 0, params)
-    assert int(state.time) == 0 and not np.array_equal(np.asarray(state.task.deck), first)
-    assert (np.sort(np.asarray(state.task.deck)) == np.arange(52)).all()
+    n = env.num_cards
+    batch = 4096
+    decks_of = (lambda task: task.values.deck) if name.startswith("CountRecall") else (lambda task: task.decks.deck)
+
+    @jax.jit
+    def run(keys):
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        first = jax.vmap(lambda s: decks_of(s.task))(state)
+
+        def body(carry, t):
+            state, after = carry
+            step_keys = jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
+            actions = (t % n) * jnp.ones(batch, jnp.int32)  # Concentration: card after card, a game runs to L
+            step = jax.vmap(functools.partial(gymnax_compat.step, env), in_axes=(0, 0, 0, None))
+            _, state, _, terminated, truncated, _ = step(step_keys, state, actions, params)
+            done = terminated | truncated
+            deck = jax.vmap(lambda s: decks_of(s.task))(state)
+            after = jnp.where(done[:, None] & (after[:, :1] < 0), deck, after)
+            return (state, after), None
+
+        start = (state, -jnp.ones((batch, n), jnp.int32))
+        (state, after), _ = jax.lax.scan(body, start, jnp.arange(int(params.max_steps_in_episode)))
+        return first, after
+
+    first, after = map(np.asarray, run(jax.random.split(jax.random.key(9), batch)))
+    assert (after[:, 0] >= 0).all(), "every environment finished its first episode"
+    for decks in (first, after):
+        assert (np.sort(decks, axis=1) == np.arange(n)).all()
+        position_of_zero = np.argmax(decks == 0, axis=1)
+        assert chi_square_uniform(np.bincount(position_of_zero, minlength=n)) > 1e-3
+    table = np.zeros((4, 4))
+    np.add.at(table, (first[:, 0] % 4, after[:, 0] % 4), 1)
+    assert stats.chi2_contingency(table).pvalue > 1e-3
+    fixed_points = (first == after).sum(axis=1)  # about Poisson(1) for independent uniform orderings
+    assert abs(fixed_points.mean() - 1) < 5 / math.sqrt(batch)
 
 
 def test_step_follows_the_installed_gymnax():
@@ -515,35 +564,37 @@ def popgym_statistics(name: str, episodes: int, seed: int) -> tuple[np.ndarray, 
 
 
 def jax_statistics(name: str, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The same for the JAX task: ``episodes`` first episodes, vmapped."""
+    """The same for the JAX task, vmapped: of each environment, the *second* episode, whose deck the
+    auto-reset dealt (shuffled during the first episode)."""
     env = CARD_TASKS[name]()
     params = env.default_params
     horizon = int(params.max_steps_in_episode)
 
-    def episode(key):
+    def episodes_of(key):
         obs, state = env.reset(key, params)
 
         def body(carry, t):
-            obs, state, over, ret, length = carry
+            obs, state, finished, ret, length = carry
             if name.startswith("Autoencode"):
                 action = jnp.argmax(obs[2:6])
             elif name.startswith("Concentration"):
-                action = t % env.num_cards
+                action = state.time % env.num_cards
             else:
                 action = jnp.zeros((), jnp.int32)
             obs, state, _, terminated, truncated, info = gymnax_compat.step(env, jax.random.fold_in(key, t), state,
                                                                             action, params)
-            done = (terminated | truncated) & ~over
-            ret = jnp.where(done, info["episode_return"], ret)
-            length = jnp.where(done, info["episode_length"], length)
-            return (obs, state, over | done, ret, length), None
+            done = terminated | truncated
+            second = done & (finished == 1)
+            ret = jnp.where(second, info["episode_return"], ret)
+            length = jnp.where(second, info["episode_length"], length)
+            return (obs, state, finished + done, ret, length), None
 
-        init = (obs, state, jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
-        (_, _, over, ret, length), _ = jax.lax.scan(body, init, jnp.arange(horizon))
-        return over, ret, length
+        init = (obs, state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        (_, _, finished, ret, length), _ = jax.lax.scan(body, init, jnp.arange(2 * horizon))
+        return finished, ret, length
 
-    over, ret, length = jax.jit(jax.vmap(episode))(jax.random.split(jax.random.key(seed), episodes))
-    assert np.asarray(over).all()
+    finished, ret, length = jax.jit(jax.vmap(episodes_of))(jax.random.split(jax.random.key(seed), episodes))
+    assert (np.asarray(finished) >= 2).all()
     return np.asarray(ret, np.float64), np.asarray(length)
 
 
@@ -565,7 +616,8 @@ def assert_same_distribution(name, ours, theirs):
                                   for name in EASY])
 def test_episode_statistics_match_popgyms(name):
     """Returns (and, for Concentration, lengths) of 1,000 episodes under a fixed, deck-dependent policy
-    come from the same distribution here and in popgym: the shuffle deals what popgym's deals."""
+    come from the same distribution here (episodes started by the auto-reset) and in popgym: the
+    incremental shuffle deals what popgym's deals."""
     need_popgym()
     popgym_returns, popgym_lengths = popgym_statistics(name, 1000, seed=1000)
     returns, lengths = jax_statistics(name, 1000, seed=17)

@@ -29,11 +29,19 @@ and every step's ``info`` holds ``episode_return``, ``normalized_return`` and
 The deck
 --------
 A card is an integer ``c`` in ``[0, 52 * num_decks)`` with popgym's attributes: suit ``c % 4``,
-colour ``c % 2``, rank ``(c % 52) // 4`` (ace first). Each episode shuffles the whole deck with
-``jax.random.permutation``. The tasks that deal (all but Concentration) keep the deck in the
-order it is dealt (``task.deck[t]`` is the card shown at step ``t``; popgym deals from the *end*
-of its ``Deck.idx``, so ``task.deck`` is ``idx`` reversed); Concentration keeps popgym's layout
-(``task.deck[i]`` is the card lying at position ``i``, popgym's ``idx``).
+colour ``c % 2``, rank ``(c % 52) // 4`` (ace first). Every episode plays a uniformly random
+ordering of the whole deck, independent of the episodes before it: ``reset`` shuffles it with
+``jax.random.permutation``; an episode gymnax's auto-reset starts plays the deck that has been
+shuffled *during* the episode before, one Fisher-Yates swap per step (every card task's episode
+lasts at least the ``num_cards - 1`` steps a shuffle needs; Concentration's at least
+``num_cards``, a pair found every second step). A :class:`Decks` holds both orderings in one
+array and says which one is in play, so an auto-reset only flips that index: under ``vmap`` an
+auto-reset is computed at every step of every environment, and a permutation by sorting there,
+or a copy of the deck, would cost many times the step itself. The tasks that deal (all but
+Concentration) keep the deck in the order it is dealt (``task.decks.card(t)`` is the card shown
+at step ``t``; popgym deals from the *end* of its ``Deck.idx``, so ``task.decks.deck`` is ``idx``
+reversed); Concentration keeps popgym's layout (``task.decks.card(i)`` is the card lying at
+position ``i``, popgym's ``idx``).
 
 Parameters
 ----------
@@ -50,9 +58,11 @@ None changes an observation, a reward, an end flag or a score of a valid action 
 =====================================  ============================================  ======================================
 what                                   popgym 1.0.7                                  here
 =====================================  ============================================  ======================================
-randomness                             NumPy's generator shuffles ``Deck.idx``        ``jax.random.permutation`` of the deck
-                                                                                     per episode (same distribution: uniform
-                                                                                     over orderings; another stream)
+randomness                             NumPy's generator shuffles ``Deck.idx``        ``jax.random.permutation`` at ``reset``,
+                                       at each reset                                  an incremental Fisher-Yates shuffle for
+                                                                                     auto-reset episodes (same distribution:
+                                                                                     uniform, independent orderings; another
+                                                                                     stream)
 episode return                         ``math.fsum`` of float64 rewards (memgym's     compensated float32 sum of the float32
                                        ``EpisodeReturn``)                             rewards: within ``2**-24 * (sum|r| +
                                                                                      |return|)`` of it (one float32 ulp at 1)
@@ -109,6 +119,7 @@ __all__ = [
     "CountRecallMedium",
     "CountRecallState",
     "DeckState",
+    "Decks",
     "HigherLower",
     "HigherLowerEasy",
     "HigherLowerHard",
@@ -123,6 +134,7 @@ __all__ = [
     "RepeatPreviousMedium",
     "RepeatPreviousParams",
     "card_feature",
+    "shuffle_step",
 ]
 
 #: cards in one deck
@@ -145,30 +157,87 @@ def card_feature(cards: Any, feature: str) -> jax.Array:
     raise ValueError(f"feature must be one of {', '.join(map(repr, FEATURE_SIZES))}, got feature={feature!r}")
 
 
+def shuffle_step(key: jax.Array, cards: jax.Array, step: jax.Array, row: Any = None) -> jax.Array:
+    """Step ``step`` of a Fisher-Yates shuffle of ``cards`` (of ``cards[row]`` when ``row`` is given):
+    position ``step`` swapped with a uniformly drawn position in ``[step, n)``; nothing changes from
+    ``step = n - 1`` on. Steps ``0 … n - 2`` applied in turn to any ordering give a uniformly random
+    one, independent of the ordering they started from."""
+    n = cards.shape[-1]
+    here = jnp.minimum(jnp.asarray(step, jnp.int32), n - 1)
+    there = jax.random.randint(key, (), here, n, dtype=jnp.int32)
+    # One scatter of the two cards, each read by its own scalar gather: so written, XLA updates the deck
+    # in place under vmap; two chained scatters, or one gather of both cards, make it copy the whole
+    # deck at every step (measured: 5 to 10 times slower with 16 decks).
+    if row is None:
+        return cards.at[jnp.stack([here, there])].set(jnp.stack([cards[there], cards[here]]))
+    row = jnp.asarray(row, jnp.int32)
+    return cards.at[jnp.stack([row, row]), jnp.stack([here, there])].set(jnp.stack([cards[row, there], cards[row, here]]))
+
+
+@struct.dataclass
+class Decks:
+    """Two orderings of the cards (int32 card numbers, ``cards`` of shape ``(2, num_cards)``):
+    ``cards[current]`` is this episode's deck, ``cards[1 - current]`` the next episode's, which
+    :meth:`shuffle_step` shuffles one swap per step and :meth:`next_episode` brings into play
+    (the array itself is kept, so an auto-reset costs nothing of the deck's size)."""
+
+    cards: jax.Array
+    current: jax.Array
+
+    @classmethod
+    def shuffled(cls, key: jax.Array, num_cards: int) -> Decks:
+        """A uniformly random deck (``jax.random.permutation``), copied as the next one's start."""
+        deck = jax.random.permutation(key, num_cards).astype(jnp.int32)
+        return cls.holding(deck)
+
+    @classmethod
+    def holding(cls, deck: Any) -> Decks:
+        """Decks with ``deck`` in play (and as the next episode's deck's starting order)."""
+        deck = jnp.asarray(deck, jnp.int32)
+        return cls(cards=jnp.stack([deck, deck]), current=jnp.zeros((), jnp.int32))
+
+    @property
+    def deck(self) -> jax.Array:
+        """This episode's deck (all of it)."""
+        return self.cards[self.current]
+
+    def card(self, i: Any) -> jax.Array:
+        """The ``i``-th card of this episode's deck."""
+        return self.cards[self.current, i]
+
+    def shuffle_step(self, key: jax.Array, step: jax.Array) -> Decks:
+        """Step ``step`` of the shuffle of the next episode's deck (:func:`shuffle_step`)."""
+        return self.replace(cards=shuffle_step(key, self.cards, step, row=1 - self.current))
+
+    def next_episode(self) -> Decks:
+        """The next episode's deck in play; this one's order is where the one after starts shuffling."""
+        return self.replace(current=1 - self.current)
+
+
 @struct.dataclass
 class DeckState:
-    """The shuffled deck of a dealing task, in the order it is dealt (int32 card numbers)."""
+    """A dealing task's state: its :class:`Decks`, in the order they are dealt."""
 
-    deck: jax.Array
+    decks: Decks
 
 
 @struct.dataclass
 class CountRecallState:
-    """CountRecall's two decks (the dealt cards and the queries, in dealing order) and how often
-    each kind of card has been dealt so far (int32, the current card included)."""
+    """CountRecall's two piles (:class:`Decks`: the dealt cards and the queries, in dealing order)
+    and how often each kind of card has been dealt so far (int32, the current card included)."""
 
-    value_deck: jax.Array
-    query_deck: jax.Array
+    values: Decks
+    queries: Decks
     counts: jax.Array
 
 
 @struct.dataclass
 class ConcentrationState:
-    """Concentration's table: ``deck[i]`` is the card at position ``i``; ``face_up`` the matched
+    """Concentration's table: ``decks.card(i)`` is the card at position ``i``; ``face_up`` the matched
     positions; ``pending`` the position turned first in an unfinished pair (-1: none);
     ``shown`` the positions the last observation shows (the matched ones and those just turned)."""
 
-    deck: jax.Array
+    decks: Decks
     face_up: jax.Array
     pending: jax.Array
     shown: jax.Array
@@ -193,9 +262,12 @@ class CardTask(PopGymJaxEnv):
     def name(self) -> str:
         return type(self).__name__
 
-    def shuffled_deck(self, key: jax.Array) -> jax.Array:
-        """A uniformly random ordering of the ``num_cards`` cards (int32)."""
-        return jax.random.permutation(key, self.num_cards).astype(jnp.int32)
+    def _shuffle_next(self, key: jax.Array, state: PopGymState) -> Any:
+        """The task state with this step's swap of the next episode's deck (``DeckState``-like tasks).
+
+        A transition swaps first and reads this episode's cards from the decks it returns: with no
+        read of the decks from before the swap, XLA swaps in place instead of copying both decks."""
+        return state.task.replace(decks=state.task.decks.shuffle_step(key, state.time))
 
     def _params(self, **fields: Any) -> PopGymParams:
         return PopGymParams(max_steps_in_episode=jnp.asarray(self.num_cards - 1, jnp.int32), **fields)
@@ -213,10 +285,13 @@ class _SuitOfDealtCard(CardTask):
     the action a suit, and the episode ends when the last card is dealt (``num_cards - 1`` steps)."""
 
     def init_task(self, key, params):
-        return DeckState(deck=self.shuffled_deck(key))
+        return DeckState(decks=Decks.shuffled(key, self.num_cards))
+
+    def next_task(self, key, state, params):
+        return DeckState(decks=state.task.decks.next_episode())
 
     def observe_task(self, state, params):
-        return one_hot(card_feature(state.task.deck[state.time], "suits"), NUM_SUITS)
+        return one_hot(card_feature(state.task.decks.card(state.time), "suits"), NUM_SUITS)
 
     def task_observation_bounds(self, params):
         return np.zeros(NUM_SUITS, np.float32), np.ones(NUM_SUITS, np.float32)
@@ -237,10 +312,11 @@ class RepeatFirst(_SuitOfDealtCard):
     """
 
     def transition(self, key, state, action, params):
+        task = self._shuffle_next(key, state)
         scale = np.float32(1 / (self.num_cards - 1))
-        first_suit = card_feature(state.task.deck[0], "suits")
+        first_suit = card_feature(task.decks.card(0), "suits")
         reward = jnp.where(jnp.asarray(action) == first_suit, scale, -scale)
-        return state.task, reward, self._last_deal(state), jnp.zeros((), bool)
+        return task, reward, self._last_deal(state), jnp.zeros((), bool)
 
 
 class RepeatPrevious(_SuitOfDealtCard):
@@ -280,13 +356,14 @@ class RepeatPrevious(_SuitOfDealtCard):
         return self._default_params
 
     def transition(self, key, state, action, params):
+        task = self._shuffle_next(key, state)
         k = jnp.asarray(params.k, jnp.int32)
         held = state.time + 1  # cards in popgym's hand before this step's deal
-        target = state.task.deck[jnp.where(k == 0, 0, held - k)]
+        target = task.decks.card(jnp.where(k == 0, 0, held - k))
         scale = jnp.float32(1.0) / (self.num_cards - k).astype(jnp.float32)
         answer = jnp.where(jnp.asarray(action) == card_feature(target, "suits"), scale, -scale)
         reward = jnp.where(held >= k, answer, jnp.float32(0.0))
-        return state.task, reward, self._last_deal(state), jnp.zeros((), bool)
+        return task, reward, self._last_deal(state), jnp.zeros((), bool)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_decks={self.num_decks}, k={int(self._default_params.k)}, " \
@@ -317,13 +394,19 @@ class CountRecall(CardTask):
 
     def init_task(self, key, params):
         value_key, query_key = jax.random.split(key)
-        value_deck, query_deck = self.shuffled_deck(value_key), self.shuffled_deck(query_key)
-        counts = jnp.zeros(self.num_kinds, jnp.int32).at[card_feature(value_deck[0], self.deck_type)].add(1)
-        return CountRecallState(value_deck=value_deck, query_deck=query_deck, counts=counts)
+        return self.deal(Decks.shuffled(value_key, self.num_cards), Decks.shuffled(query_key, self.num_cards))
+
+    def deal(self, values: Decks, queries: Decks) -> CountRecallState:
+        """The state of an episode played with these piles: their first cards dealt and counted."""
+        counts = jnp.zeros(self.num_kinds, jnp.int32).at[card_feature(values.card(0), self.deck_type)].add(1)
+        return CountRecallState(values=values, queries=queries, counts=counts)
+
+    def next_task(self, key, state, params):
+        return self.deal(state.task.values.next_episode(), state.task.queries.next_episode())
 
     def observe_task(self, state, params):
         task, t = state.task, state.time
-        kinds = card_feature(jnp.stack([task.value_deck[t], task.query_deck[t]]), self.deck_type)
+        kinds = card_feature(jnp.stack([task.values.card(t), task.queries.card(t)]), self.deck_type)
         return one_hot(kinds, self.num_kinds)
 
     def task_observation_bounds(self, params):
@@ -333,14 +416,17 @@ class CountRecall(CardTask):
         return spaces.Discrete(self.max_count + 1)
 
     def transition(self, key, state, action, params):
-        task, t = state.task, state.time
-        asked = task.counts[card_feature(task.query_deck[t], self.deck_type)]
-        dealt = card_feature(task.value_deck[t + 1], self.deck_type)
-        counts = task.counts.at[dealt].add(1)
+        t = state.time
+        value_key, query_key = jax.random.split(key)
+        values = state.task.values.shuffle_step(value_key, t)
+        queries = state.task.queries.shuffle_step(query_key, t)
+        asked = state.task.counts[card_feature(queries.card(t), self.deck_type)]
+        dealt = card_feature(values.card(t + 1), self.deck_type)
+        counts = state.task.counts.at[dealt].add(1)
         scale = np.float32(1 / (self.num_cards - 1))
         reward = jnp.where(jnp.asarray(action) == asked, scale, -scale)
         terminated = t + 1 == self.num_cards - 1
-        return task.replace(counts=counts), reward, terminated, jnp.zeros((), bool)
+        return CountRecallState(values=values, queries=queries, counts=counts), reward, terminated, jnp.zeros((), bool)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_decks={self.num_decks}, deck_type={self.deck_type!r}, " \
@@ -362,12 +448,15 @@ class Autoencode(CardTask):
     """
 
     def init_task(self, key, params):
-        return DeckState(deck=self.shuffled_deck(key))
+        return DeckState(decks=Decks.shuffled(key, self.num_cards))
+
+    def next_task(self, key, state, params):
+        return DeckState(decks=state.task.decks.next_episode())
 
     def observe_task(self, state, params):
         n, t = self.num_cards, state.time
         watching = (t < n - 1).astype(jnp.int32)
-        suit = jnp.where(t <= n - 1, card_feature(state.task.deck[jnp.minimum(t, n - 1)], "suits"), 0)
+        suit = jnp.where(t <= n - 1, card_feature(state.task.decks.card(jnp.minimum(t, n - 1)), "suits"), 0)
         return jnp.concatenate([one_hot(watching, 2), one_hot(suit, NUM_SUITS)])
 
     def task_observation_bounds(self, params):
@@ -382,12 +471,13 @@ class Autoencode(CardTask):
 
     def transition(self, key, state, action, params):
         n, t = self.num_cards, state.time
+        task = self._shuffle_next(key, state)
         answering = t >= n - 1
-        recalled = state.task.deck[jnp.clip(2 * n - 2 - t, 0, n - 1)]
+        recalled = task.decks.card(jnp.clip(2 * n - 2 - t, 0, n - 1))
         scale = np.float32(1 / n)
         answer = jnp.where(jnp.asarray(action) == card_feature(recalled, "suits"), scale, -scale)
         reward = jnp.where(answering, answer, jnp.float32(0.0))
-        return state.task, reward, t == 2 * n - 2, jnp.zeros((), bool)
+        return task, reward, t == 2 * n - 2, jnp.zeros((), bool)
 
 
 class HigherLower(CardTask):
@@ -402,10 +492,13 @@ class HigherLower(CardTask):
     """
 
     def init_task(self, key, params):
-        return DeckState(deck=self.shuffled_deck(key))
+        return DeckState(decks=Decks.shuffled(key, self.num_cards))
+
+    def next_task(self, key, state, params):
+        return DeckState(decks=state.task.decks.next_episode())
 
     def observe_task(self, state, params):
-        return one_hot(card_feature(state.task.deck[state.time], "ranks"), NUM_RANKS)
+        return one_hot(card_feature(state.task.decks.card(state.time), "ranks"), NUM_RANKS)
 
     def task_observation_bounds(self, params):
         return np.zeros(NUM_RANKS, np.float32), np.ones(NUM_RANKS, np.float32)
@@ -415,13 +508,14 @@ class HigherLower(CardTask):
 
     def transition(self, key, state, action, params):
         t = state.time
-        showing = card_feature(state.task.deck[t], "ranks")
-        following = card_feature(state.task.deck[t + 1], "ranks")
+        task = self._shuffle_next(key, state)
+        showing = card_feature(task.decks.card(t), "ranks")
+        following = card_feature(task.decks.card(t + 1), "ranks")
         guessed_higher = jnp.asarray(action) == 0
         scale = np.float32(1 / self.num_cards)
         reward = jnp.where(following == showing, jnp.float32(0.0),
                            jnp.where((following > showing) == guessed_higher, scale, -scale))
-        return state.task, reward, t + 1 == self.num_cards - 1, jnp.zeros((), bool)
+        return task, reward, t + 1 == self.num_cards - 1, jnp.zeros((), bool)
 
 
 class Concentration(CardTask):
@@ -450,13 +544,19 @@ class Concentration(CardTask):
         self.episode_length = math.ceil(2 * n - n / (2 * n - 1))
 
     def init_task(self, key, params):
+        return self.lay_out(Decks.shuffled(key, self.num_cards))
+
+    def lay_out(self, decks: Decks) -> ConcentrationState:
+        """The state of a game on this layout: every card face down, none turned."""
         no = jnp.zeros(self.num_cards, bool)
-        return ConcentrationState(deck=self.shuffled_deck(key), face_up=no, pending=jnp.asarray(-1, jnp.int32),
-                                  shown=no)
+        return ConcentrationState(decks=decks, face_up=no, pending=jnp.asarray(-1, jnp.int32), shown=no)
+
+    def next_task(self, key, state, params):
+        return self.lay_out(state.task.decks.next_episode())
 
     def observe_task(self, state, params):
         task = state.task
-        kinds = jnp.where(task.shown, card_feature(task.deck, self.deck_type), self.num_kinds)
+        kinds = jnp.where(task.shown, card_feature(task.decks.deck, self.deck_type), self.num_kinds)
         return one_hot(kinds, self.num_kinds + 1)
 
     def task_observation_bounds(self, params):
@@ -472,6 +572,7 @@ class Concentration(CardTask):
 
     def transition(self, key, state, action, params):
         task = state.task
+        decks = task.decks.shuffle_step(key, state.time)
         position = jnp.clip(jnp.asarray(action, jnp.int32), 0, self.num_cards - 1)
         first = task.pending
         has_first = first >= 0
@@ -479,8 +580,8 @@ class Concentration(CardTask):
         positions = jnp.arange(self.num_cards)
         turned = (positions == position) | (has_first & (positions == first))
         already_up = jnp.any(turned & task.face_up)
-        kinds = card_feature(task.deck, self.deck_type)
-        pair_matches = has_first & (kinds[first_position] == kinds[position]) & (first_position != position)
+        first_kind, kind = card_feature(decks.card(jnp.stack([first_position, position])), self.deck_type)
+        pair_matches = has_first & (first_kind == kind) & (first_position != position)
         success = np.float32(1 / (self.num_cards // 2))
         failure = np.float32(-1 / self.episode_length)
         pair_reward = jnp.where(pair_matches, success, 2 * failure)
@@ -490,8 +591,7 @@ class Concentration(CardTask):
         matched = ~already_up & pair_matches
         face_up = jnp.where(matched, task.face_up | turned, task.face_up)
         pending = jnp.where(already_up | has_first, -1, position).astype(jnp.int32)
-        new_task = ConcentrationState(deck=task.deck, face_up=face_up, pending=pending,
-                                      shown=task.face_up | turned)
+        new_task = ConcentrationState(decks=decks, face_up=face_up, pending=pending, shown=task.face_up | turned)
         terminated = matched & jnp.all(face_up)
         truncated = state.time >= self.episode_length - 1
         return new_task, reward, terminated, truncated

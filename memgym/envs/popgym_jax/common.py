@@ -32,7 +32,15 @@ Subclass :class:`PopGymJaxEnv` and write five methods; the task's own state is a
     a gymnax ``spaces.Discrete`` (previous action appended one-hot) or ``spaces.Box``
     (appended as it is, flattened), as in memgym's ``AppendPreviousAction``.
 
-and give ``name`` (popgym's class name, e.g. ``"RepeatFirstEasy"``) and ``default_params``
+and, optionally, ``next_task(key, state, params) -> task``: the task state of the episode that
+gymnax's auto-reset starts after the finished ``state`` (default: ``init_task(key, params)``). Under
+``vmap`` an auto-reset is computed at every step for every environment, so a task whose reset is
+costly (a deck shuffled by sorting) can prepare the next episode during the current one (the card
+tasks shuffle the next deck one swap per step) and hand it over here. A leaf ``next_task`` returns
+unchanged (the very same array as in ``state.task``) is carried over without a ``select``, so a
+big array kept across episodes costs nothing at an auto-reset.
+
+Give ``name`` (popgym's class name, e.g. ``"RepeatFirstEasy"``) and ``default_params``
 (a :class:`PopGymParams`, or a subclass of it holding the task's traced parameters;
 ``max_steps_in_episode`` is popgym's longest episode, for information: the end of an
 episode is whatever ``transition`` says). Everything must be jittable with static shapes;
@@ -40,7 +48,8 @@ whatever changes a shape (the number of decks) is a constructor argument.
 
 What the base class gives
 -------------------------
-``reset_env`` / ``step_env`` / gymnax's auto-resetting ``step`` (through
+``reset_env`` / ``step_env`` / gymnax's auto-resetting ``step`` (the new episode from
+``next_task``; ``info["final_observation"]`` as gymnax gives it; through
 :mod:`memgym.envs.gymnax_compat`: six values under gymnax 1.0, five under 0.0.9), the
 observation ``[task part | previous action]`` (:meth:`PopGymJaxEnv.get_obs`; the previous
 action is kept in ``state.prev_action`` so the observation is a function of the state),
@@ -70,6 +79,7 @@ Gymnasium wrapper raises ``ValueError``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -155,6 +165,11 @@ def compensated_add(total: jax.Array, error: jax.Array, value: jax.Array) -> tup
     return new_total, error + rounding_error
 
 
+def _select(done: jax.Array, fresh: jax.Array, going_on: jax.Array) -> jax.Array:
+    """``fresh`` where ``done``, else ``going_on``; nothing to compute where ``next_task`` kept the very array."""
+    return going_on if fresh is going_on else jax.lax.select(done, fresh, going_on)
+
+
 class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
     """Base class of memgym's POPGym tasks in JAX (see the module docstring for what a task writes).
 
@@ -185,6 +200,10 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
     def task_observation_bounds(self, params: PopGymParams) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)``: float32 bounds of the task's part of the observation."""
         raise NotImplementedError
+
+    def next_task(self, key: jax.Array, state: PopGymState, params: PopGymParams) -> Any:
+        """The task state of the episode the auto-reset starts after ``state`` (default: a fresh ``init_task``)."""
+        return self.init_task(key, params)
 
     # --- the previous action ------------------------------------------------------------------
 
@@ -272,6 +291,23 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
         }
         obs = self.get_obs(new_state, params)
         return gymnax_compat.step_env_returns(obs, new_state, reward, new_state.terminated, new_state.truncated, info)
+
+    @functools.partial(jax.jit, static_argnames=("self",))
+    def step(self, key, state, action, params=None):
+        """gymnax's auto-resetting step: :meth:`step_env`, then, where the episode has ended, a new one
+        from :meth:`next_task` (its observation returned, the finished one's in ``info["final_observation"]``,
+        ``info["terminated"]`` / ``["truncated"]`` added); the installed gymnax's return values."""
+        params = self.default_params if params is None else params
+        key_step, key_reset = jax.random.split(key)
+        obs_st, state_st, reward, terminated, truncated, info = gymnax_compat.step_env(
+            self, key_step, state, action, params)
+        done = jnp.logical_or(terminated, truncated)
+        state_re = self.initial_state(self.next_task(key_reset, state_st, params), params)
+        obs_re = self.get_obs(state_re, params)
+        new_state = jax.tree.map(functools.partial(_select, done), state_re, state_st)
+        obs = jax.lax.select(done, obs_re, obs_st)
+        info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs_st}
+        return gymnax_compat.step_returns(obs, new_state, reward, terminated, truncated, info)
 
     def is_terminated(self, state: PopGymState, params: PopGymParams) -> jax.Array:
         return state.terminated
