@@ -25,7 +25,14 @@ from scipy import stats
 from memgym.envs import gymnax_compat
 from memgym.envs.popgym_jax import cards
 from memgym.envs.popgym_jax.cards import CARD_TASKS
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymState, compensated_add, flat_discrete, one_hot
+from memgym.envs.popgym_jax.common import (
+    PopGymJaxEnv,
+    PopGymState,
+    compensated_add,
+    flat_discrete,
+    one_hot,
+    rounded_ratio,
+)
 
 NAMES = list(CARD_TASKS)
 TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "Autoencode", "HigherLower", "Concentration")
@@ -62,7 +69,7 @@ def from_popgym(env: PopGymJaxEnv, upstream, params) -> PopGymState:
                         cards.Decks.holding(upstream.query_deck.idx[::-1]))
         np.testing.assert_array_equal(np.asarray(task.counts), upstream.counts)
     else:
-        task = cards.DeckState(decks=cards.Decks.holding(upstream.deck.idx[::-1]))
+        task = env.dealt(cards.Decks.holding(upstream.deck.idx[::-1]))
     return env.initial_state(task, params)
 
 
@@ -101,9 +108,10 @@ def right_action(upstream, rng: np.random.Generator) -> int:
 
 
 def return_bound(rewards, total) -> float:
-    """How far the JAX return may lie from ``math.fsum`` of popgym's float64 rewards: each reward is
-    rounded once to float32 (``2**-24`` relative), the compensated sum rounded once at the end
-    (``2**-24 * |total|``), plus the compensated sum's own error, ``(n * 2**-24)**2 * sum|r|``."""
+    """How far the base class's compensated float32 sum of float32 rewards may lie from ``math.fsum`` of
+    the float64 rewards they round: each reward is rounded once to float32 (``2**-24`` relative), the
+    sum rounded once at the end (``2**-24 * |total|``), plus the compensated sum's own error,
+    ``(n * 2**-24)**2 * sum|r|``."""
     magnitude = math.fsum(abs(r) for r in rewards)
     return 2.0**-24 * (magnitude + abs(total)) + (len(rewards) * 2.0**-24) ** 2 * magnitude
 
@@ -150,10 +158,9 @@ def lockstep(name: str, steps: int, seed: int, prev_action: bool = True, env: Po
         rewards.append(reward)
         seen["positive" if reward > 0 else "negative" if reward < 0 else "zero"] += 1
         if terminated or truncated:
-            total = float(j_info["episode_return"])
-            assert abs(total - info["episode_return"]) <= return_bound(rewards, total), where
-            assert float(j_info["normalized_return"]) == float(np.clip(np.float32(total), -1, 1)), where
-            assert abs(float(j_info["normalized_return"]) - info["normalized_return"]) <= return_bound(rewards, total)
+            # popgym's score (memgym's EpisodeReturn: math.fsum of the float64 rewards) rounded to float32
+            assert j_info["episode_return"] == np.float32(info["episode_return"]), where
+            assert j_info["normalized_return"] == np.float32(info["normalized_return"]), where
             assert int(j_info["episode_length"]) == info["episode_length"] == len(rewards), where
             # the JAX task started a new episode of its own: no step taken, no previous action shown
             time, no_action = jax.device_get((state.time, state.prev_action))
@@ -169,8 +176,7 @@ def lockstep(name: str, steps: int, seed: int, prev_action: bool = True, env: Po
             np.testing.assert_array_equal(np.asarray(observe(state, params)), obs, err_msg=where)
         else:
             np.testing.assert_array_equal(np.asarray(j_obs), obs, err_msg=where)
-            total = float(j_info["episode_return"])
-            assert abs(total - math.fsum(rewards)) <= return_bound(rewards, total), where
+            assert j_info["episode_return"] == np.float32(math.fsum(rewards)), where
             assert int(j_info["episode_length"]) == len(rewards), where
     return seen
 
@@ -181,10 +187,9 @@ def lockstep(name: str, steps: int, seed: int, prev_action: bool = True, env: Po
 
 @pytest.mark.parametrize("name", tiered(NAMES))
 def test_parity_with_popgym(name):
-    """4,000 steps of every task and difficulty in lockstep with popgym: observations and rewards
-    exact (each JAX reward is popgym's float64 reward rounded once to float32), flags equal, the
-    episode's return within :func:`return_bound` of ``EpisodeReturn``'s ``math.fsum`` (float32
-    against float64), its length exact."""
+    """4,000 steps of every task and difficulty in lockstep with popgym: observations exact, each
+    reward popgym's float64 reward rounded once to float32, flags equal, the running and the final
+    return ``EpisodeReturn``'s ``math.fsum`` rounded once to float32 (to the bit), lengths exact."""
     need_popgym()
     if name.startswith("Concentration"):
         # right answers in 0 / 50 / 90 / 100 % of an episode's steps: full games end by termination
@@ -236,10 +241,9 @@ def test_concentration_can_end_terminated_and_truncated_at_once(level):
         assert np.float32(j_reward) == np.float32(reward)
         assert (bool(j_terminated), bool(j_truncated)) == (terminated, truncated) == (t == limit - 1, t == limit - 1)
         np.testing.assert_array_equal(np.asarray(j_info["final_observation"]), obs)
-    total = float(j_info["episode_return"])
     expected = 1 - (limit - n) / limit
     assert abs(info["episode_return"] - expected) < 1e-12
-    assert abs(total - info["episode_return"]) <= return_bound([1.0] * limit, total)
+    assert j_info["episode_return"] == np.float32(info["episode_return"])
 
 
 def test_observation_and_action_spaces_are_the_wrappers():
@@ -486,7 +490,9 @@ def test_step_follows_the_installed_gymnax():
 
 
 def test_info_holds_the_running_return_and_length():
-    """Every step's info: the return and length so far (the finished episode's at its end)."""
+    """Every step's info: the return and length so far (the finished episode's at its end), popgym's
+    float64 score rounded to float32; the base class's compensated float32 sum, kept beside it in the
+    state, within :func:`return_bound` of it."""
     env = cards.HigherLowerEasy()
     params = env.default_params
     step, _ = jitted(env)
@@ -494,12 +500,35 @@ def test_info_holds_the_running_return_and_length():
     rewards = []
     for t in range(51 * 2):
         _, state, reward, terminated, truncated, info = step(jax.random.key(t), state, t % 2, params)
-        rewards.append(float(reward))
+        units = round(float(reward) * 52)
+        assert np.float32(reward) == np.float32(units / 52) and units in (-1, 0, 1)
+        rewards.append(units / 52)  # popgym's float64 reward
+        score = math.fsum(rewards)
         assert int(info["episode_length"]) == len(rewards)
-        assert abs(float(info["episode_return"]) - math.fsum(rewards)) <= return_bound(rewards, math.fsum(rewards))
+        assert info["episode_return"] == np.float32(score)
+        assert info["normalized_return"] == np.float32(score)
+        if not terminated:
+            compensated = float(PopGymJaxEnv.episode_return(env, state, params))
+            assert abs(compensated - score) <= return_bound(rewards, compensated)
         if terminated:
             rewards = []
     assert not rewards
+
+
+def test_rounded_ratio_is_the_correctly_rounded_quotient():
+    """``rounded_ratio`` against NumPy's float64 quotient rounded to float32 (the correctly rounded
+    quotient for such integers): every pair with ``|n| <= 300``, ``d <= 300``, 300,000 random pairs up to
+    ``2**24``, and a denominator shared across a ``vmap`` (which XLA would turn into a reciprocal)."""
+    ratio = jax.jit(rounded_ratio)
+    numerators, denominators = np.meshgrid(np.arange(-300, 301), np.arange(1, 301))
+    np.testing.assert_array_equal(np.asarray(ratio(numerators, denominators)),
+                                  (numerators / denominators).astype(np.float32))
+    rng = np.random.default_rng(1)
+    numerators, denominators = rng.integers(-(2**24) + 1, 2**24, 300_000), rng.integers(1, 2**24, 300_000)
+    np.testing.assert_array_equal(np.asarray(ratio(numerators, denominators)),
+                                  (numerators / denominators).astype(np.float32))
+    shared = jax.jit(jax.vmap(rounded_ratio, in_axes=(0, None)))(jnp.arange(-831, 832), 831)
+    np.testing.assert_array_equal(np.asarray(shared), (np.arange(-831, 832) / 831).astype(np.float32))
 
 
 def test_compensated_sum_is_the_rounded_exact_sum():

@@ -53,34 +53,37 @@ episode's length (Concentration's: its time limit), for information.
 
 Deviations from popgym
 ----------------------
-None changes an observation, a reward, an end flag or a score of a valid action sequence.
+None changes an observation, a reward (beyond its rounding to float32), an end flag or a score
+of a valid action sequence.
 
-=====================================  ============================================  ======================================
-what                                   popgym 1.0.7                                  here
-=====================================  ============================================  ======================================
-randomness                             NumPy's generator shuffles ``Deck.idx``        ``jax.random.permutation`` at ``reset``,
-                                       at each reset                                  an incremental Fisher-Yates shuffle for
-                                                                                     auto-reset episodes (same distribution:
-                                                                                     uniform, independent orderings; another
-                                                                                     stream)
-episode return                         ``math.fsum`` of float64 rewards (memgym's     compensated float32 sum of the float32
-                                       ``EpisodeReturn``)                             rewards: within ``2**-24 * (sum|r| +
-                                                                                     |return|)`` of it (one float32 ulp at 1)
-rewards                                Python floats (float64)                       float32 (each popgym reward rounded once)
-invalid actions (outside the space)    not checked; compared or indexed as given      not checked (jit): compared as given
-                                       (memgym's wrapper raises ``ValueError``)       (a wrong answer); Concentration clamps
-                                                                                     the position; the previous-action block
-                                                                                     is all zeros
-stepping after the episode's end       raises ``DeckEmptyError`` (memgym's wrapper    gymnax's ``step`` starts a new episode
-                                       raises ``RuntimeError``)                       (``step_env`` alone keeps going: the
-                                                                                     state is then meaningless)
-``CountRecall(error_clamp=...)``       accepted and never used                       no such argument
-``CountRecall`` info ``"counts"``,     returned / kept                               not kept (nothing reads them)
+====================================  ========================================  ==========================================
+what                                  popgym 1.0.7                              here
+====================================  ========================================  ==========================================
+randomness                            NumPy's generator shuffles                ``jax.random.permutation`` at ``reset``;
+                                      ``Deck.idx`` at each reset                a Fisher-Yates shuffle one swap a step
+                                                                                for auto-reset episodes (same
+                                                                                distribution: uniform, independent
+                                                                                orderings; another stream)
+rewards                               Python floats (float64)                   float32: popgym's reward rounded once
+episode return                        ``math.fsum`` of the float64 rewards      ``rounded_ratio(score, d)`` from the
+                                      (memgym's ``EpisodeReturn``)              integer score in units of ``1 / d``:
+                                                                                popgym's return rounded to float32, to
+                                                                                the bit (tested on every episode)
+invalid actions (outside the space)   not checked: compared or indexed as       not checked (jit): compared as given
+                                      given (memgym's wrapper raises            (a wrong answer); Concentration clamps
+                                      ``ValueError``)                           the position; the previous-action block
+                                                                                is all zeros
+stepping after the episode's end      ``DeckEmptyError`` (memgym's wrapper      gymnax's ``step`` starts a new episode
+                                      raises ``RuntimeError``)                  (``step_env`` alone steps on: the state
+                                                                                is then meaningless)
+``CountRecall(error_clamp=...)``      accepted, never used                      no such argument
+CountRecall's ``info["counts"]``,     returned / kept                           not kept (nothing reads them)
 ``get_state()``, ``dealt_cards``,
-HigherLower's ``"card"`` reset info
-invalid settings                       ``AssertionError`` / ``NotImplementedError``   ``ValueError`` naming the argument
-                                       (or none: ``k < 0``)
-=====================================  ============================================  ======================================
+HigherLower's reset info ``"card"``
+invalid settings                      ``AssertionError`` or                     ``ValueError`` naming the argument
+                                      ``NotImplementedError`` (none for
+                                      ``k < 0``)
+====================================  ========================================  ==========================================
 
 Nothing of popgym's card tasks is left out. (MultiarmedBandit, Battleship and MineSweeper are
 not card tasks and are not here.)
@@ -97,7 +100,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, one_hot
+from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, one_hot, rounded_ratio
 from memgym.validation import check_choice, check_int
 
 __all__ = [
@@ -171,7 +174,8 @@ def shuffle_step(key: jax.Array, cards: jax.Array, step: jax.Array, row: Any = N
     if row is None:
         return cards.at[jnp.stack([here, there])].set(jnp.stack([cards[there], cards[here]]))
     row = jnp.asarray(row, jnp.int32)
-    return cards.at[jnp.stack([row, row]), jnp.stack([here, there])].set(jnp.stack([cards[row, there], cards[row, here]]))
+    rows, columns = jnp.stack([row, row]), jnp.stack([here, there])
+    return cards.at[rows, columns].set(jnp.stack([cards[row, there], cards[row, here]]))
 
 
 @struct.dataclass
@@ -216,31 +220,37 @@ class Decks:
 
 @struct.dataclass
 class DeckState:
-    """A dealing task's state: its :class:`Decks`, in the order they are dealt."""
+    """A dealing task's state: its :class:`Decks`, in the order they are dealt, and ``score``, the
+    episode's rewards so far in units of ``1 / reward_denominator`` (int32)."""
 
     decks: Decks
+    score: jax.Array
 
 
 @struct.dataclass
 class CountRecallState:
-    """CountRecall's two piles (:class:`Decks`: the dealt cards and the queries, in dealing order)
-    and how often each kind of card has been dealt so far (int32, the current card included)."""
+    """CountRecall's two piles (:class:`Decks`: the dealt cards and the queries, in dealing order),
+    how often each kind of card has been dealt so far (int32, the current card included) and the
+    score (as :class:`DeckState`'s)."""
 
     values: Decks
     queries: Decks
     counts: jax.Array
+    score: jax.Array
 
 
 @struct.dataclass
 class ConcentrationState:
     """Concentration's table: ``decks.card(i)`` is the card at position ``i``; ``face_up`` the matched
     positions; ``pending`` the position turned first in an unfinished pair (-1: none);
-    ``shown`` the positions the last observation shows (the matched ones and those just turned)."""
+    ``shown`` the positions the last observation shows (the matched ones and those just turned);
+    the score (as :class:`DeckState`'s)."""
 
     decks: Decks
     face_up: jax.Array
     pending: jax.Array
     shown: jax.Array
+    score: jax.Array
 
 
 @struct.dataclass
@@ -250,8 +260,19 @@ class RepeatPreviousParams(PopGymParams):
     k: Any = 4
 
 
+def _no_score() -> jax.Array:
+    return jnp.zeros((), jnp.int32)
+
+
 class CardTask(PopGymJaxEnv):
-    """A task played with ``num_decks`` shuffled 52-card decks (see the module docstring)."""
+    """A task played with ``num_decks`` shuffled 52-card decks (see the module docstring).
+
+    Every card task's rewards are integer multiples of ``1 / reward_denominator(params)``: a task
+    writes :meth:`play` (one step, its reward in those units) and this class turns the units into
+    the float32 reward and keeps their sum in ``task.score``, so that ``info["episode_return"]`` is
+    ``rounded_ratio(score, reward_denominator)``: popgym's ``math.fsum`` of its float64 rewards
+    rounded to float32, to the bit.
+    """
 
     def __init__(self, num_decks: int = 1, prev_action: bool = True):
         super().__init__(prev_action=prev_action)
@@ -262,11 +283,39 @@ class CardTask(PopGymJaxEnv):
     def name(self) -> str:
         return type(self).__name__
 
+    # --- what a card task writes ----------------------------------------------------------------
+
+    def reward_denominator(self, params: PopGymParams) -> Any:
+        """The rewards' unit is ``1 / reward_denominator`` (an int, or int32 when traced)."""
+        raise NotImplementedError
+
+    def play(self, key: jax.Array, state: PopGymState, action: Any,
+             params: PopGymParams) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+        """One step: ``(task state, reward in units, terminated, truncated)``; the score is added here."""
+        raise NotImplementedError
+
+    # --- the shared parts -----------------------------------------------------------------------
+
+    def transition(self, key, state, action, params):
+        task, units, terminated, truncated = self.play(key, state, action, params)
+        units = jnp.asarray(units, jnp.int32)
+        reward = rounded_ratio(units, self.reward_denominator(params))
+        return task.replace(score=state.task.score + units), reward, terminated, truncated
+
+    def episode_return(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        """``rounded_ratio(score, reward_denominator)``: the return of the episode so far, exactly popgym's
+        score rounded to float32."""
+        return rounded_ratio(state.task.score, self.reward_denominator(params))
+
+    def dealt(self, decks: Decks) -> DeckState:
+        """A dealing task's state at the start of an episode played with ``decks``."""
+        return DeckState(decks=decks, score=_no_score())
+
     def _shuffle_next(self, key: jax.Array, state: PopGymState) -> Any:
         """The task state with this step's swap of the next episode's deck (``DeckState``-like tasks).
 
-        A transition swaps first and reads this episode's cards from the decks it returns: with no
-        read of the decks from before the swap, XLA swaps in place instead of copying both decks."""
+        A step swaps first and reads this episode's cards from the decks it returns: with no read of
+        the decks from before the swap, XLA swaps in place instead of copying both decks."""
         return state.task.replace(decks=state.task.decks.shuffle_step(key, state.time))
 
     def _params(self, **fields: Any) -> PopGymParams:
@@ -280,15 +329,19 @@ class CardTask(PopGymJaxEnv):
         return f"{type(self).__name__}(num_decks={self.num_decks}, prev_action={self.prev_action})"
 
 
-class _SuitOfDealtCard(CardTask):
-    """Shared by RepeatFirst and RepeatPrevious: the observation is the suit of the card just dealt,
-    the action a suit, and the episode ends when the last card is dealt (``num_cards - 1`` steps)."""
+class _DealingTask(CardTask):
+    """A task that deals one deck, a card a step (all but CountRecall and Concentration)."""
 
     def init_task(self, key, params):
-        return DeckState(decks=Decks.shuffled(key, self.num_cards))
+        return self.dealt(Decks.shuffled(key, self.num_cards))
 
     def next_task(self, key, state, params):
-        return DeckState(decks=state.task.decks.next_episode())
+        return self.dealt(state.task.decks.next_episode())
+
+
+class _SuitOfDealtCard(_DealingTask):
+    """Shared by RepeatFirst and RepeatPrevious: the observation is the suit of the card just dealt,
+    the action a suit, and the episode ends when the last card is dealt (``num_cards - 1`` steps)."""
 
     def observe_task(self, state, params):
         return one_hot(card_feature(state.task.decks.card(state.time), "suits"), NUM_SUITS)
@@ -303,6 +356,11 @@ class _SuitOfDealtCard(CardTask):
         return state.time + 1 == self.num_cards - 1
 
 
+def _right_or_wrong(right: jax.Array) -> jax.Array:
+    """+1 unit for a right answer, -1 for a wrong one (int32)."""
+    return jnp.where(right, 1, -1).astype(jnp.int32)
+
+
 class RepeatFirst(_SuitOfDealtCard):
     """Name the first card's suit at every step: ``±1 / (num_cards - 1)`` a step, ``num_cards - 1`` steps.
 
@@ -311,12 +369,13 @@ class RepeatFirst(_SuitOfDealtCard):
         prev_action: append the previous action to the observation.
     """
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.num_cards - 1
+
+    def play(self, key, state, action, params):
         task = self._shuffle_next(key, state)
-        scale = np.float32(1 / (self.num_cards - 1))
         first_suit = card_feature(task.decks.card(0), "suits")
-        reward = jnp.where(jnp.asarray(action) == first_suit, scale, -scale)
-        return task, reward, self._last_deal(state), jnp.zeros((), bool)
+        return task, _right_or_wrong(jnp.asarray(action) == first_suit), self._last_deal(state), jnp.zeros((), bool)
 
 
 class RepeatPrevious(_SuitOfDealtCard):
@@ -355,15 +414,17 @@ class RepeatPrevious(_SuitOfDealtCard):
     def default_params(self) -> RepeatPreviousParams:
         return self._default_params
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.num_cards - jnp.asarray(params.k, jnp.int32)
+
+    def play(self, key, state, action, params):
         task = self._shuffle_next(key, state)
         k = jnp.asarray(params.k, jnp.int32)
         held = state.time + 1  # cards in popgym's hand before this step's deal
         target = task.decks.card(jnp.where(k == 0, 0, held - k))
-        scale = jnp.float32(1.0) / (self.num_cards - k).astype(jnp.float32)
-        answer = jnp.where(jnp.asarray(action) == card_feature(target, "suits"), scale, -scale)
-        reward = jnp.where(held >= k, answer, jnp.float32(0.0))
-        return task, reward, self._last_deal(state), jnp.zeros((), bool)
+        answer = _right_or_wrong(jnp.asarray(action) == card_feature(target, "suits"))
+        units = jnp.where(held >= k, answer, 0)
+        return task, units, self._last_deal(state), jnp.zeros((), bool)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_decks={self.num_decks}, k={int(self._default_params.k)}, " \
@@ -399,7 +460,7 @@ class CountRecall(CardTask):
     def deal(self, values: Decks, queries: Decks) -> CountRecallState:
         """The state of an episode played with these piles: their first cards dealt and counted."""
         counts = jnp.zeros(self.num_kinds, jnp.int32).at[card_feature(values.card(0), self.deck_type)].add(1)
-        return CountRecallState(values=values, queries=queries, counts=counts)
+        return CountRecallState(values=values, queries=queries, counts=counts, score=_no_score())
 
     def next_task(self, key, state, params):
         return self.deal(state.task.values.next_episode(), state.task.queries.next_episode())
@@ -415,7 +476,10 @@ class CountRecall(CardTask):
     def action_space(self, params=None):
         return spaces.Discrete(self.max_count + 1)
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.num_cards - 1
+
+    def play(self, key, state, action, params):
         t = state.time
         value_key, query_key = jax.random.split(key)
         values = state.task.values.shuffle_step(value_key, t)
@@ -423,17 +487,15 @@ class CountRecall(CardTask):
         asked = state.task.counts[card_feature(queries.card(t), self.deck_type)]
         dealt = card_feature(values.card(t + 1), self.deck_type)
         counts = state.task.counts.at[dealt].add(1)
-        scale = np.float32(1 / (self.num_cards - 1))
-        reward = jnp.where(jnp.asarray(action) == asked, scale, -scale)
-        terminated = t + 1 == self.num_cards - 1
-        return CountRecallState(values=values, queries=queries, counts=counts), reward, terminated, jnp.zeros((), bool)
+        task = state.task.replace(values=values, queries=queries, counts=counts)
+        return task, _right_or_wrong(jnp.asarray(action) == asked), t + 1 == self.num_cards - 1, jnp.zeros((), bool)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_decks={self.num_decks}, deck_type={self.deck_type!r}, " \
                f"prev_action={self.prev_action})"
 
 
-class Autoencode(CardTask):
+class Autoencode(_DealingTask):
     """Watch the whole deck, then name its suits in reverse order.
 
     The observation is the mode (one-hot of 2: 1 while watching, 0 once the last card is dealt) and
@@ -446,12 +508,6 @@ class Autoencode(CardTask):
         num_decks: decks shuffled together (an integer >= 1; popgym's Easy / Medium / Hard: 1 / 2 / 3).
         prev_action: append the previous action to the observation.
     """
-
-    def init_task(self, key, params):
-        return DeckState(decks=Decks.shuffled(key, self.num_cards))
-
-    def next_task(self, key, state, params):
-        return DeckState(decks=state.task.decks.next_episode())
 
     def observe_task(self, state, params):
         n, t = self.num_cards, state.time
@@ -469,18 +525,19 @@ class Autoencode(CardTask):
     def default_params(self) -> PopGymParams:
         return PopGymParams(max_steps_in_episode=jnp.asarray(2 * self.num_cards - 1, jnp.int32))
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.num_cards
+
+    def play(self, key, state, action, params):
         n, t = self.num_cards, state.time
         task = self._shuffle_next(key, state)
-        answering = t >= n - 1
         recalled = task.decks.card(jnp.clip(2 * n - 2 - t, 0, n - 1))
-        scale = np.float32(1 / n)
-        answer = jnp.where(jnp.asarray(action) == card_feature(recalled, "suits"), scale, -scale)
-        reward = jnp.where(answering, answer, jnp.float32(0.0))
-        return task, reward, t == 2 * n - 2, jnp.zeros((), bool)
+        answer = _right_or_wrong(jnp.asarray(action) == card_feature(recalled, "suits"))
+        units = jnp.where(t >= n - 1, answer, 0)
+        return task, units, t == 2 * n - 2, jnp.zeros((), bool)
 
 
-class HigherLower(CardTask):
+class HigherLower(_DealingTask):
     """Guess whether the next card ranks higher (action 0) or lower (action 1) than the one showing.
 
     The observation is the rank of the card showing (one-hot of 13). A right guess scores
@@ -491,12 +548,6 @@ class HigherLower(CardTask):
         prev_action: append the previous action to the observation.
     """
 
-    def init_task(self, key, params):
-        return DeckState(decks=Decks.shuffled(key, self.num_cards))
-
-    def next_task(self, key, state, params):
-        return DeckState(decks=state.task.decks.next_episode())
-
     def observe_task(self, state, params):
         return one_hot(card_feature(state.task.decks.card(state.time), "ranks"), NUM_RANKS)
 
@@ -506,16 +557,17 @@ class HigherLower(CardTask):
     def action_space(self, params=None):
         return spaces.Discrete(2)
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.num_cards
+
+    def play(self, key, state, action, params):
         t = state.time
         task = self._shuffle_next(key, state)
         showing = card_feature(task.decks.card(t), "ranks")
         following = card_feature(task.decks.card(t + 1), "ranks")
         guessed_higher = jnp.asarray(action) == 0
-        scale = np.float32(1 / self.num_cards)
-        reward = jnp.where(following == showing, jnp.float32(0.0),
-                           jnp.where((following > showing) == guessed_higher, scale, -scale))
-        return task, reward, t + 1 == self.num_cards - 1, jnp.zeros((), bool)
+        units = jnp.where(following == showing, 0, _right_or_wrong((following > showing) == guessed_higher))
+        return task, units, t + 1 == self.num_cards - 1, jnp.zeros((), bool)
 
 
 class Concentration(CardTask):
@@ -527,7 +579,8 @@ class Concentration(CardTask):
     pair that does not match ``-2 / L``; turning a card already face up ends the pair at once with
     ``-1 / L`` per card turned in it. The episode ends when every card is face up (terminated) or at
     the step whose start count is ``L - 1`` (truncated; both can happen at once), with
-    ``L = ceil(2 n - n / (2 n - 1))``, ``n = 52 * num_decks``.
+    ``L = ceil(2 n - n / (2 n - 1))``, ``n = 52 * num_decks`` (``L = 2 n``, so a pair scores 4 units of
+    ``1 / L``).
 
     Args:
         num_decks: decks laid out (an integer >= 1).
@@ -542,6 +595,8 @@ class Concentration(CardTask):
         self.num_kinds = FEATURE_SIZES[deck_type]
         n = self.num_cards
         self.episode_length = math.ceil(2 * n - n / (2 * n - 1))
+        # popgym's success reward 1 / (n // 2) is 4 units of its failure reward's 1 / L
+        assert self.episode_length == 4 * (n // 2), (n, self.episode_length)
 
     def init_task(self, key, params):
         return self.lay_out(Decks.shuffled(key, self.num_cards))
@@ -549,7 +604,8 @@ class Concentration(CardTask):
     def lay_out(self, decks: Decks) -> ConcentrationState:
         """The state of a game on this layout: every card face down, none turned."""
         no = jnp.zeros(self.num_cards, bool)
-        return ConcentrationState(decks=decks, face_up=no, pending=jnp.asarray(-1, jnp.int32), shown=no)
+        return ConcentrationState(decks=decks, face_up=no, pending=jnp.asarray(-1, jnp.int32), shown=no,
+                                  score=_no_score())
 
     def next_task(self, key, state, params):
         return self.lay_out(state.task.decks.next_episode())
@@ -570,7 +626,10 @@ class Concentration(CardTask):
     def default_params(self) -> PopGymParams:
         return PopGymParams(max_steps_in_episode=jnp.asarray(self.episode_length, jnp.int32))
 
-    def transition(self, key, state, action, params):
+    def reward_denominator(self, params):
+        return self.episode_length
+
+    def play(self, key, state, action, params):
         task = state.task
         decks = task.decks.shuffle_step(key, state.time)
         position = jnp.clip(jnp.asarray(action, jnp.int32), 0, self.num_cards - 1)
@@ -582,19 +641,15 @@ class Concentration(CardTask):
         already_up = jnp.any(turned & task.face_up)
         first_kind, kind = card_feature(decks.card(jnp.stack([first_position, position])), self.deck_type)
         pair_matches = has_first & (first_kind == kind) & (first_position != position)
-        success = np.float32(1 / (self.num_cards // 2))
-        failure = np.float32(-1 / self.episode_length)
-        pair_reward = jnp.where(pair_matches, success, 2 * failure)
         turned_count = 1 + has_first.astype(jnp.int32)
-        reward = jnp.where(already_up, failure * turned_count.astype(jnp.float32),
-                           jnp.where(has_first, pair_reward, jnp.float32(0.0)))
+        units = jnp.where(already_up, -turned_count, jnp.where(has_first, jnp.where(pair_matches, 4, -2), 0))
         matched = ~already_up & pair_matches
         face_up = jnp.where(matched, task.face_up | turned, task.face_up)
         pending = jnp.where(already_up | has_first, -1, position).astype(jnp.int32)
-        new_task = ConcentrationState(decks=decks, face_up=face_up, pending=pending, shown=task.face_up | turned)
+        new_task = task.replace(decks=decks, face_up=face_up, pending=pending, shown=task.face_up | turned)
         terminated = matched & jnp.all(face_up)
         truncated = state.time >= self.episode_length - 1
-        return new_task, reward, terminated, truncated
+        return new_task, units, terminated, truncated
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_decks={self.num_decks}, deck_type={self.deck_type!r}, " \

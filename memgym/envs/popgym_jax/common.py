@@ -58,13 +58,15 @@ action is kept in ``state.prev_action`` so the observation is a function of the 
 in *every* step's ``info``:
 
 * ``episode_return``: the rewards of the episode so far, this step's included (at the step
-  that ends an episode: the finished episode's return), summed with a compensated float32
-  sum (TwoSum; the rounding error of each addition is carried along), so it is the float32
-  rounding of the exact sum of the float32 rewards: it differs from the ``math.fsum`` of
-  popgym's float64 rewards that ``EpisodeReturn`` computes by at most
+  that ends an episode: the finished episode's return), from :meth:`PopGymJaxEnv.episode_return`.
+  By default that is a compensated float32 sum (TwoSum; the rounding error of each addition is
+  carried along), the float32 rounding of the exact sum of the float32 rewards: it differs from
+  the ``math.fsum`` of popgym's float64 rewards that ``EpisodeReturn`` computes by at most
   ``2**-24 * (sum(|reward|) + |return|)`` (each reward rounded once to float32, the sum rounded
   once; the compensated sum's own error, ``(n * 2**-24)**2 * sum(|reward|)`` for ``n`` steps, is
-  far below that), i.e. about one float32 ulp at 1 for POPGym's returns;
+  far below that), about one float32 ulp at 1. A task whose rewards are integer multiples of
+  ``1 / d`` overrides ``episode_return(state, params)`` with ``rounded_ratio(units, d)``
+  (:func:`rounded_ratio`), which is popgym's score rounded to float32, to the bit;
 * ``normalized_return``: ``episode_return`` clipped to [-1, 1], as ``EpisodeReturn`` does;
 * ``episode_length``: the steps of the episode so far (int32), this one included.
 
@@ -98,6 +100,7 @@ __all__ = [
     "compensated_add",
     "flat_discrete",
     "one_hot",
+    "rounded_ratio",
 ]
 
 
@@ -168,6 +171,46 @@ def compensated_add(total: jax.Array, error: jax.Array, value: jax.Array) -> tup
 def _select(done: jax.Array, fresh: jax.Array, going_on: jax.Array) -> jax.Array:
     """``fresh`` where ``done``, else ``going_on``; nothing to compute where ``next_task`` kept the very array."""
     return going_on if fresh is going_on else jax.lax.select(done, fresh, going_on)
+
+
+#: mantissa bits of a float32, the leading one included
+_FLOAT32_BITS = 24
+
+
+def rounded_ratio(numerator: Any, denominator: Any) -> jax.Array:
+    """``numerator / denominator`` of two integers, rounded once to the nearest float32 (ties to even),
+    for ``|numerator| < 2**24`` and ``1 <= denominator < 2**24`` (int32 arrays broadcast together).
+
+    Computed by integer long division, so no compiler rewrite can move it by an ulp (XLA turns a float32
+    division by a constant, or by a scalar shared across a ``vmap``, into a multiplication by the
+    reciprocal). For such integers it equals NumPy's ``float32(n / d)`` and the float32 rounding of a
+    ``math.fsum`` of ``n`` float64 rewards ``1 / d``: the exact quotient is never within a float64 ulp
+    of a float32 rounding boundary. A task whose rewards are integer multiples of ``1 / d`` gives its
+    exact score as ``rounded_ratio(units, d)`` (see :meth:`PopGymJaxEnv.episode_return`)."""
+    numerator = jnp.asarray(numerator, jnp.int32)
+    denominator = jnp.asarray(denominator, jnp.int32)
+    size = jnp.abs(numerator)
+    nonzero = size > 0
+    size = jnp.where(nonzero, size, 1)
+    # scale so that divisor <= dividend < 2 * divisor: the quotient's leading bit is the first one out
+    shift = jax.lax.clz(size) - jax.lax.clz(denominator)
+    shift = shift + (_shifted(size, shift) < _shifted(denominator, -shift)).astype(jnp.int32)
+    remainder, divisor = _shifted(size, shift), _shifted(denominator, -shift)
+    mantissa = jnp.zeros_like(remainder)
+    for _ in range(_FLOAT32_BITS):
+        bit = remainder >= divisor
+        mantissa = 2 * mantissa + bit.astype(jnp.int32)
+        remainder = 2 * (remainder - jnp.where(bit, divisor, 0))
+    # remainder is now twice what is left: above the divisor rounds up, equal to it is a tie
+    up = (remainder > divisor) | ((remainder == divisor) & (mantissa % 2 == 1))
+    mantissa = mantissa + up.astype(jnp.int32)  # may reach 2**24: still exact in float32
+    value = jnp.ldexp(mantissa.astype(jnp.float32), -(_FLOAT32_BITS - 1) - shift)
+    return jnp.where(nonzero, jnp.where(numerator < 0, -value, value), jnp.float32(0.0))
+
+
+def _shifted(value: jax.Array, shift: jax.Array) -> jax.Array:
+    """``value * 2**shift`` for ``shift >= 0``, else ``value`` (int32)."""
+    return jnp.where(shift > 0, value << jnp.maximum(shift, 0), value)
 
 
 class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
@@ -268,6 +311,10 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
         state = self.initial_state(self.init_task(key, params), params)
         return self.get_obs(state, params), state
 
+    def episode_return(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        """The return of the episode so far (float32): by default the compensated sum of the rewards."""
+        return state.episode_return + state.return_error
+
     def step_env(self, key, state, action, params):
         """One step (no auto-reset): gymnax 1.0's ``(obs, state, reward, terminated, info)`` with the
         truncation in the state (:meth:`is_truncated`), gymnax 0.0.9's five values under 0.0.9."""
@@ -283,7 +330,7 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
             terminated=jnp.asarray(terminated, bool),
             truncated=jnp.asarray(truncated, bool),
         )
-        total = episode_return + return_error
+        total = self.episode_return(new_state, params)
         info = {
             "episode_return": total,
             "normalized_return": jnp.clip(total, -1.0, 1.0),
