@@ -19,8 +19,10 @@ Subclass :class:`PopGymJaxEnv` and write five methods; the task's own state is a
 ``transition(key, state, action, params) -> (task, reward, terminated, truncated)``
     one step from the full :class:`PopGymState` ``state`` (``state.time`` is the number of
     steps taken so far this episode, ``state.task`` the task's state): the task's next state,
-    the reward (float32: popgym's float64 reward rounded once, e.g. ``jnp.float32(1 / 51)``
-    computed in Python), and popgym's two end flags (both may be True together).
+    the reward (float32: popgym's float64 reward rounded once, e.g. ``np.float32(1 / 51)``
+    computed in Python; a quotient of traced integers through :func:`rounded_ratio`, as XLA may
+    divide by a vmap-shared or constant divisor through its reciprocal, an ulp off), and popgym's
+    two end flags (both may be True together).
 ``observe_task(state, params) -> jax.Array``
     the task's part of the observation, flat float32 in ``FlattenObservation``'s layout
     (:func:`one_hot` / :func:`flat_discrete` build it), from the *new* state: ``state.time``
