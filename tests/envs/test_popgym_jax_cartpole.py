@@ -54,6 +54,8 @@ from memgym.envs.popgym_jax.cartpole import (  # noqa: E402
 from memgym.envs.popgym_jax.common import PopGymState  # noqa: E402
 
 NAMES = list(CARTPOLE_TASKS)
+# each family at Easy in the fast tier, every difficulty in the slow one (a lockstep test takes 2-5 s)
+TIERED = [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow) for name in NAMES]
 #: the readings' tolerance under float32 physics (the largest difference in these tests' episodes is 4.5e-6)
 FLOAT32_READING_ATOL = 5e-5
 
@@ -193,7 +195,7 @@ def check_lockstep(name: str, policies, seed: int, x64: bool) -> list[dict]:
 # parity
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TIERED)
 def test_lockstep_with_popgym_under_float64_is_exact(name):
     """Random-action episodes and long balanced ones (to the time limit): every observation, reward, end flag,
     hidden state and episode statistic equal to popgym's, over every difficulty."""
@@ -206,7 +208,7 @@ def test_lockstep_with_popgym_under_float64_is_exact(name):
     assert sum(episode["terminated"][-1] for episode in episodes) >= 50
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TIERED)
 def test_lockstep_with_popgym_under_float32(name):
     """The same under JAX's default float32 physics, with random actions: readings within 5e-5, the previous
     action, rewards, flags, lengths and returns exact."""
