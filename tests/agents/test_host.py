@@ -23,6 +23,7 @@ def vector_env(num_envs: int, autoreset=gym.vector.AutoresetMode.SAME_STEP):
                         vector_kwargs={"autoreset_mode": autoreset}, corridor_length=3, max_episode_steps=8)
 
 
+@pytest.mark.slow
 def test_host_loop_counts_episodes_and_learns_the_short_maze():
     config = A2CConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 160,
                        learning_rate=1e-3, entropy_coef=1e-2)

@@ -34,6 +34,7 @@ def random_tape(seed: int, length: int):
     return reward, value, next_value, terminated, truncated
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), LENGTHS, st.floats(0.0, 1.0), st.sampled_from(["associative", "sequential"]))
 def test_discounted_return_matches_loop(seed, length, gamma, method):

@@ -60,6 +60,7 @@ def test_checkpoint_round_trip_keeps_keys(tmp_path):
     np.testing.assert_array_equal(jax.random.key_data(restored["key"]), jax.random.key_data(state["key"]))
 
 
+@pytest.mark.slow
 def test_cli_train(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "--algorithm", "a2c", "--memory", "tiny-gru", "--corridor-length", "3", "--steps", "512",

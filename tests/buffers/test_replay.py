@@ -78,6 +78,7 @@ def test_tape_keeps_whole_episodes_in_order(seed, calls, start_rate):
     assert int(state.size + state.evicted + state.dropped) == n
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 0.6), st.integers(1, 40))
 def test_tape_sample_concatenates_whole_episodes(seed, calls, start_rate, batch_size):

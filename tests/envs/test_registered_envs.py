@@ -11,7 +11,9 @@ from gymnasium.utils.env_checker import check_env
 from memgym.envs import registered_ids
 
 # Building a Memory Maze (dm_control, MuJoCo) and rendering it for every declared mode takes about a minute.
-IDS = [pytest.param(env_id, marks=pytest.mark.slow) if "MemoryMaze" in env_id else env_id
+# The POPGym tasks in JAX compile for each id: Easy in the fast tier, every difficulty in the slow one.
+IDS = [pytest.param(env_id, marks=pytest.mark.slow)
+       if "MemoryMaze" in env_id or (env_id.endswith("Jax-v0") and "Easy" not in env_id) else env_id
        for env_id in registered_ids()]
 
 

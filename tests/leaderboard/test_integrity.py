@@ -321,6 +321,7 @@ runner.run(["tests.leaderboard.agents_for_tests:random_turn"], budget, sys.argv[
 """
 
 
+@pytest.mark.slow
 def test_progress_of_a_batch_sharded_over_devices(tmp_path):
     """Four CPU devices: one whole-grid batch (2 cells, padded to 4), sharded; the reports aggregate the batch."""
     import os

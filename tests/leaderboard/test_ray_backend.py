@@ -98,6 +98,7 @@ def test_smoke_preset_on_ray_matches_local(cluster, tmp_path):
     assert {p: p.read_text() for p in (tmp_path / "ray").rglob("seed*.json")} == before
 
 
+@pytest.mark.slow
 def test_killed_worker_is_retried_without_losing_or_duplicating_cells(cluster, tmp_path):
     backend, markers = cluster
     budget = Preset("tiny", **TINY)

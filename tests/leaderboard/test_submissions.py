@@ -531,6 +531,7 @@ def factory(context):
 """
 
 
+@pytest.mark.slow
 def test_a_cell_that_failed_must_fail_again_and_errors_cross_the_process_boundary(tmp_path, capsys):
     folder = make_submission(tmp_path, "crasher", CRASHING_AGENT, "crasher")
     code, out, verdict = verify(folder, "--k", "4", "--sample-seed", "0", capsys=capsys)

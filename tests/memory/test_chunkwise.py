@@ -156,6 +156,7 @@ def recurrence_gradients(arrays, start, weights):
     return jax.grad(loss)(arrays)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
