@@ -100,7 +100,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, one_hot, rounded_ratio
+from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, difficulty, one_hot, rounded_ratio
 from memgym.validation import check_choice, check_int
 
 __all__ = [
@@ -660,45 +660,24 @@ class Concentration(CardTask):
 # popgym's difficulties
 
 
-def _difficulty(base: type, level: str, **config: Any) -> type:
-    """popgym's ``<Task><level>`` class: ``base`` with ``config`` fixed (only ``prev_action`` is left)."""
-    settings = ", ".join(f"{key}={value!r}" for key, value in config.items())
-
-    def __init__(self, prev_action: bool = True):
-        base.__init__(self, prev_action=prev_action, **config)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(prev_action={self.prev_action})"
-
-    name = base.__name__ + level
-    return type(name, (base,), {
-        "__init__": __init__,
-        "__repr__": __repr__,
-        "__module__": __name__,
-        "__qualname__": name,
-        "__doc__": f"popgym's ``{name}``: :class:`{base.__name__}` with {settings}.",
-        "config": dict(config),
-    })
-
-
-RepeatFirstEasy = _difficulty(RepeatFirst, "Easy", num_decks=1)
-RepeatFirstMedium = _difficulty(RepeatFirst, "Medium", num_decks=8)
-RepeatFirstHard = _difficulty(RepeatFirst, "Hard", num_decks=16)
-RepeatPreviousEasy = _difficulty(RepeatPrevious, "Easy", num_decks=1, k=4)
-RepeatPreviousMedium = _difficulty(RepeatPrevious, "Medium", num_decks=2, k=32)
-RepeatPreviousHard = _difficulty(RepeatPrevious, "Hard", num_decks=3, k=64)
-CountRecallEasy = _difficulty(CountRecall, "Easy", num_decks=1, deck_type="colors")
-CountRecallMedium = _difficulty(CountRecall, "Medium", num_decks=2, deck_type="suits")
-CountRecallHard = _difficulty(CountRecall, "Hard", num_decks=4, deck_type="ranks")
-AutoencodeEasy = _difficulty(Autoencode, "Easy", num_decks=1)
-AutoencodeMedium = _difficulty(Autoencode, "Medium", num_decks=2)
-AutoencodeHard = _difficulty(Autoencode, "Hard", num_decks=3)
-HigherLowerEasy = _difficulty(HigherLower, "Easy", num_decks=1)
-HigherLowerMedium = _difficulty(HigherLower, "Medium", num_decks=2)
-HigherLowerHard = _difficulty(HigherLower, "Hard", num_decks=3)
-ConcentrationEasy = _difficulty(Concentration, "Easy", num_decks=1, deck_type="colors")
-ConcentrationMedium = _difficulty(Concentration, "Medium", num_decks=2, deck_type="colors")
-ConcentrationHard = _difficulty(Concentration, "Hard", num_decks=1, deck_type="ranks")
+RepeatFirstEasy = difficulty(RepeatFirst, "Easy", num_decks=1)
+RepeatFirstMedium = difficulty(RepeatFirst, "Medium", num_decks=8)
+RepeatFirstHard = difficulty(RepeatFirst, "Hard", num_decks=16)
+RepeatPreviousEasy = difficulty(RepeatPrevious, "Easy", num_decks=1, k=4)
+RepeatPreviousMedium = difficulty(RepeatPrevious, "Medium", num_decks=2, k=32)
+RepeatPreviousHard = difficulty(RepeatPrevious, "Hard", num_decks=3, k=64)
+CountRecallEasy = difficulty(CountRecall, "Easy", num_decks=1, deck_type="colors")
+CountRecallMedium = difficulty(CountRecall, "Medium", num_decks=2, deck_type="suits")
+CountRecallHard = difficulty(CountRecall, "Hard", num_decks=4, deck_type="ranks")
+AutoencodeEasy = difficulty(Autoencode, "Easy", num_decks=1)
+AutoencodeMedium = difficulty(Autoencode, "Medium", num_decks=2)
+AutoencodeHard = difficulty(Autoencode, "Hard", num_decks=3)
+HigherLowerEasy = difficulty(HigherLower, "Easy", num_decks=1)
+HigherLowerMedium = difficulty(HigherLower, "Medium", num_decks=2)
+HigherLowerHard = difficulty(HigherLower, "Hard", num_decks=3)
+ConcentrationEasy = difficulty(Concentration, "Easy", num_decks=1, deck_type="colors")
+ConcentrationMedium = difficulty(Concentration, "Medium", num_decks=2, deck_type="colors")
+ConcentrationHard = difficulty(Concentration, "Hard", num_decks=1, deck_type="ranks")
 
 #: popgym's class name -> the JAX class, for every task and difficulty here (e.g. ``"RepeatFirstEasy"``)
 CARD_TASKS: dict[str, type] = {

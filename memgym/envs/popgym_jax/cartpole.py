@@ -121,7 +121,7 @@ from flax import struct
 from gymnax.environments import spaces
 from jax import lax
 
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState
+from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, difficulty
 from memgym.validation import check_int, check_real
 
 __all__ = [
@@ -457,36 +457,15 @@ class NoisyPositionOnlyCartPole(CartPoleTask):
 # popgym's difficulties
 
 
-def _difficulty(base: type, level: str, **config: Any) -> type:
-    """popgym's ``<Task><level>`` class: ``base`` with ``config`` fixed (only ``prev_action`` is left)."""
-    settings = ", ".join(f"{key}={value!r}" for key, value in config.items())
-
-    def __init__(self, prev_action: bool = True):
-        base.__init__(self, prev_action=prev_action, **config)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(prev_action={self.prev_action})"
-
-    name = base.__name__ + level
-    return type(name, (base,), {
-        "__init__": __init__,
-        "__repr__": __repr__,
-        "__module__": __name__,
-        "__qualname__": name,
-        "__doc__": f"popgym's ``{name}``: :class:`{base.__name__}` with {settings}.",
-        "config": dict(config),
-    })
-
-
-PositionOnlyCartPoleEasy = _difficulty(PositionOnlyCartPole, "Easy", max_episode_length=EPISODE_LENGTHS["Easy"])
-PositionOnlyCartPoleMedium = _difficulty(PositionOnlyCartPole, "Medium", max_episode_length=EPISODE_LENGTHS["Medium"])
-PositionOnlyCartPoleHard = _difficulty(PositionOnlyCartPole, "Hard", max_episode_length=EPISODE_LENGTHS["Hard"])
-VelocityOnlyCartPoleEasy = _difficulty(VelocityOnlyCartPole, "Easy", max_episode_length=EPISODE_LENGTHS["Easy"])
-VelocityOnlyCartPoleMedium = _difficulty(VelocityOnlyCartPole, "Medium", max_episode_length=EPISODE_LENGTHS["Medium"])
-VelocityOnlyCartPoleHard = _difficulty(VelocityOnlyCartPole, "Hard", max_episode_length=EPISODE_LENGTHS["Hard"])
-NoisyPositionOnlyCartPoleEasy = _difficulty(NoisyPositionOnlyCartPole, "Easy", noise_sigma=NOISE_SIGMAS["Easy"])
-NoisyPositionOnlyCartPoleMedium = _difficulty(NoisyPositionOnlyCartPole, "Medium", noise_sigma=NOISE_SIGMAS["Medium"])
-NoisyPositionOnlyCartPoleHard = _difficulty(NoisyPositionOnlyCartPole, "Hard", noise_sigma=NOISE_SIGMAS["Hard"])
+PositionOnlyCartPoleEasy = difficulty(PositionOnlyCartPole, "Easy", max_episode_length=EPISODE_LENGTHS["Easy"])
+PositionOnlyCartPoleMedium = difficulty(PositionOnlyCartPole, "Medium", max_episode_length=EPISODE_LENGTHS["Medium"])
+PositionOnlyCartPoleHard = difficulty(PositionOnlyCartPole, "Hard", max_episode_length=EPISODE_LENGTHS["Hard"])
+VelocityOnlyCartPoleEasy = difficulty(VelocityOnlyCartPole, "Easy", max_episode_length=EPISODE_LENGTHS["Easy"])
+VelocityOnlyCartPoleMedium = difficulty(VelocityOnlyCartPole, "Medium", max_episode_length=EPISODE_LENGTHS["Medium"])
+VelocityOnlyCartPoleHard = difficulty(VelocityOnlyCartPole, "Hard", max_episode_length=EPISODE_LENGTHS["Hard"])
+NoisyPositionOnlyCartPoleEasy = difficulty(NoisyPositionOnlyCartPole, "Easy", noise_sigma=NOISE_SIGMAS["Easy"])
+NoisyPositionOnlyCartPoleMedium = difficulty(NoisyPositionOnlyCartPole, "Medium", noise_sigma=NOISE_SIGMAS["Medium"])
+NoisyPositionOnlyCartPoleHard = difficulty(NoisyPositionOnlyCartPole, "Hard", noise_sigma=NOISE_SIGMAS["Hard"])
 
 #: popgym's class name -> the JAX class, for every CartPole and difficulty (e.g. ``"PositionOnlyCartPoleEasy"``)
 CARTPOLE_TASKS: dict[str, type] = {

@@ -364,3 +364,25 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
     def is_truncated(self, state: PopGymState, params: PopGymParams) -> jax.Array:
         """popgym's truncation flag of the last transition (popgym's tasks end their episodes themselves)."""
         return state.truncated
+
+
+def difficulty(base: type, level: str, **config: Any) -> type:
+    """popgym's ``<Task><level>`` class: ``base`` with ``config`` fixed (only ``prev_action`` is left), defined in
+    ``base``'s module (``RepeatFirstEasy = difficulty(RepeatFirst, "Easy", num_decks=1)``)."""
+    settings = ", ".join(f"{key}={value!r}" for key, value in config.items())
+
+    def __init__(self, prev_action: bool = True):
+        base.__init__(self, prev_action=prev_action, **config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prev_action={self.prev_action})"
+
+    name = base.__name__ + level
+    return type(name, (base,), {
+        "__init__": __init__,
+        "__repr__": __repr__,
+        "__module__": base.__module__,
+        "__qualname__": name,
+        "__doc__": f"popgym's ``{name}``: :class:`{base.__name__}` with {settings}.",
+        "config": dict(config),
+    })
