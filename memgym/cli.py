@@ -4,7 +4,7 @@
     memgym play tmaze --corridor-length 10       play T-Maze in the terminal
     memgym demo --corridor-length 20             scripted vs random policy on T-Maze
     memgym train --algorithm a2c --memory arelit train an agent (T-Maze or any Gymnasium env)
-    memgym leaderboard run|show|report|check|list  the leaderboards (--track tmaze | popgym-repeat-previous)
+    memgym leaderboard run|show|report|check|list  the leaderboards (--track tmaze | popgym-repeat-previous | popgym)
 """
 
 from __future__ import annotations
@@ -598,7 +598,8 @@ def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
                              "as its next version (a new row, NAME@v2) instead of refusing")
 
 
-TRACK_HELP = "tmaze (default) | popgym-repeat-previous (any-framework agents only); each has its own board"
+TRACK_HELP = ("tmaze (default) | popgym-repeat-previous (its difficulties) | popgym (the monoid paper's four POPGym "
+              "tasks); each has its own board")
 
 
 def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> None:
@@ -606,8 +607,8 @@ def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> No
     parser.add_argument("--track", default="tmaze", help=TRACK_HELP)
     parser.add_argument("--results", default=None, help=f"results directory (resumes if it exists; {results_default})")
     parser.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
-                        help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths) or "
-                             "Easy,Hard (popgym-repeat-previous)")
+                        help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths), "
+                             "Easy,Hard (popgym-repeat-previous) or RepeatFirstEasy,CountRecallEasy (popgym)")
     _add_budget_flags(parser)
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
                         help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
@@ -671,7 +672,7 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT  # no JAX
 
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
-                                                "lengths; also popgym-repeat-previous)")
+                                                "lengths; also popgym-repeat-previous and popgym)")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
     run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
     run.add_argument("--agent", action="append", required=True,

@@ -9,10 +9,12 @@ in the paper's own form (eq. 9–13, ``linear_attention_monoid``) — on four PO
 tasks (RepeatFirst, RepeatPrevious, CountRecall, PositionOnlyCartPole; Easy),
 trained with TBB and with SBB at segment lengths ``L`` ∈ {10, 20, 50, 100}, the
 same hyperparameters and seeds for every batching. Each (model, batching) pair
-is one agent of the leaderboard harness (a :class:`~memgym.agents.host.HostAgent`
-in the any-framework tier), so training, the greedy evaluation on fixed
-episodes, failures, resuming and provenance are the harness's, and the results
-go to the same append-only store (:func:`memgym.leaderboard.runner.run`).
+is one agent of the leaderboard harness, in its JAX tier: the tasks are
+memgym's JAX versions of popgym's (:mod:`memgym.envs.popgym_jax`, step for step
+with popgym), so a cell's whole training is one jitted call and a task's seeds
+train in one ``vmap``. Training, the greedy evaluation on fixed episodes,
+failures, resuming and provenance are the harness's, and the results go to the
+same append-only store (:func:`memgym.leaderboard.runner.run`).
 
 The report (:func:`write_report`) gives
 
@@ -48,7 +50,7 @@ import numpy as np
 from memgym.leaderboard.protocol import AgentContext
 from memgym.validation import check_choice, check_positive
 from memgym.leaderboard.stats import summarize_length
-from memgym.leaderboard.tracks import Preset, Score, Sweep, Track
+from memgym.leaderboard.tracks import Preset, Score, Sweep, Track, popgym_envs
 
 TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "PositionOnlyCartPole")
 DIFFICULTY = "Easy"
@@ -134,15 +136,20 @@ def dqn_config(size: str, model: str, segment_length: int | None, num_envs: int,
 
 def _factory(size: str, model: str, segment_length: int | None) -> Callable[[AgentContext], Any]:
     def factory(context: AgentContext):
+        config = dqn_config(size, model, segment_length, context.num_envs, context.total_steps)
+        if context.jax_env:  # the track's tasks in JAX (memgym.envs.popgym_jax): the whole run is one jitted call
+            from memgym.leaderboard.reference import TrainerAgent
+
+            return TrainerAgent(config)
         from memgym.agents.host import HostAgent
 
-        config = dqn_config(size, model, segment_length, context.num_envs, context.total_steps)
         return HostAgent.for_config(config, context.observation_space, context.action_space, seed=context.seed,
                                     total_steps=context.total_steps)
 
     factory.__name__ = factory.__qualname__ = agent_name(size, model, segment_length)
     factory.__doc__ = (f"Double DQN, {model} memory ({size} size), "
-                       f"{batching_label(batching_name(segment_length))}: any-framework tier.")
+                       f"{batching_label(batching_name(segment_length))}: JAX tier on the study's track (the "
+                       f"host loop on a track without a JAX env).")
     return factory
 
 
@@ -158,13 +165,6 @@ dqn = _dqn_factory("small", "ffm", None)
 
 
 # --- the track and the presets ---------------------------------------------------------------------
-
-
-def _popgym_env(task: str, max_episode_steps: int | None):
-    from memgym.envs import popgym
-
-    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return popgym.make(f"{task}{DIFFICULTY}", **limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +234,7 @@ TRACK = Track(
     sweep=Sweep(name="task", plural="tasks", choices=TASKS),
     score=Score(key="normalized_return", name="normalized_return", total="normalized_return_sum",
                 label="return", counted=False, bounds=(-1.0, 1.0)),
-    make_env=_popgym_env,
+    **popgym_envs(lambda task: task + DIFFICULTY),
     presets={name: study.budget for name, study in STUDIES.items()},
     default_preset="smoke",
     legend="Evaluation return (POPGym, Easy; in [−1, 1]) per task, mean over seeds [95% bootstrap].",
@@ -301,7 +301,7 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
     from memgym.leaderboard.tracks import EVALUATION_SEED
 
     config = dqn_config(size, model, segment_length, num_envs, total_steps)
-    envs = gym.vector.SyncVectorEnv([lambda: _popgym_env(task, None)] * num_envs,
+    envs = gym.vector.SyncVectorEnv([lambda: TRACK.make_env(task, None)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     try:
         loop = HostLoop.for_config(config, envs, seed=seed)
@@ -313,7 +313,7 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
     step = jax.jit(trainer.act)
     shares = []
     for episode in range(episodes):
-        env = _popgym_env(task, None)
+        env = TRACK.make_env(task, None)
         obs, _ = env.reset(seed=EVALUATION_SEED + episode)
         carry, observations, done = trainer.initialize_carry(), [obs], False
         start = True

@@ -102,8 +102,8 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
     from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState, seal_weights, sealed
 
     value, max_episode_steps = track.check_cell
-    inner_env = track.jax_env()
-    env = ScoredEnv(inner_env, score_key=track.score.key)
+    inner_env = track.jax_env(value)
+    env = ScoredEnv(inner_env, score_key=track.score.key, units=track.score_units)
     inner = jax.tree.map(lambda x: x[0], track.jax_params([value], max_episode_steps))  # one cell, unbatched
     seal = seal_weights()
     params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), seal=jnp.asarray(seal))

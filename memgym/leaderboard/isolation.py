@@ -288,12 +288,14 @@ def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequen
     return {"counters": counters, "params": params, "carry": carry, "act": blob}
 
 
-def export_jax(process: AgentProcess, track: Track, budget: Preset, timeout: float | None = None) -> dict[str, Any]:
+def export_jax(process: AgentProcess, track: Track, budget: Preset, value: Any = None,
+               timeout: float | None = None) -> dict[str, Any]:
     """A JAX-tier agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported in its
     process without training (to evaluate stored policies): ``act`` and ``carry`` as :func:`train_jax` returns
-    them, and ``leaves``, each parameter leaf's ``[dtype, shape]``."""
-    meta, arrays = process.call({"op": "export_jax", "track": track.name, "budget": track.budget_record(budget)},
-                                timeout=timeout)
+    them, and ``leaves``, each parameter leaf's ``[dtype, shape]``. ``value``: the cells' value where each
+    value has its own env (``Track.env_key``), else None."""
+    meta, arrays = process.call({"op": "export_jax", "track": track.name, "budget": track.budget_record(budget),
+                                 "value": value}, timeout=timeout)
     try:
         carry = [arrays[f"carry.{i}"] for i in range(int(meta["carry"]))]
         leaves = [[str(np.dtype(dtype).str), [int(n) for n in shape]] for dtype, shape in meta["leaves"]]
@@ -356,17 +358,20 @@ def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> A
     return agent
 
 
-def exported_evaluator(agent: Any, track: Track, budget: Preset):
+def exported_evaluator(agent: Any, track: Track, budget: Preset, env_value: Any = None):
     """``evaluate(value, seed, params)``: one cell's evaluation arrays ``(success, return, length, invalid)``
     with the harness's episode and policy keys (:func:`~memgym.leaderboard.jax_tier.evaluation_keys`), as
-    ``run`` evaluates in-process; compiled once for every cell of ``budget``."""
+    ``run`` evaluates in-process; compiled once for every cell of ``budget`` whose env is ``env_value``'s
+    (``Track.env_key``)."""
     import jax
 
     from memgym.leaderboard.jax_tier import evaluation_keys, evaluation_policy_keys
     from memgym.leaderboard.scoring import evaluate_jax
 
-    run = jax.jit(lambda p, e, k, pk: evaluate_jax(agent, p, track.jax_env(), e, k, budget.max_episode_steps,
-                                                   score_key=track.score.key, policy_keys=pk))
+    steps = track.evaluation_steps(budget, env_value)
+    run = jax.jit(lambda p, e, k, pk: evaluate_jax(agent, p, track.jax_env(env_value), e, k, steps,
+                                                   score_key=track.score.key, policy_keys=pk,
+                                                   counted=track.score.counted))
 
     def evaluate(value: Any, seed: int, params: Sequence[np.ndarray]) -> list[np.ndarray]:
         index = track.sweep.index(value)
@@ -431,7 +436,7 @@ def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str
     if op == "export_jax":
         track = TRACKS[meta["track"]]
         return _export_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), NUM_ENVS,
-                           tier)
+                           tier, meta.get("value"))
     if op == "train_jax":
         track = TRACKS[meta["track"]]
         return _train_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), [tuple(c) for c in meta["cells"]], arrays["seal"],
@@ -447,7 +452,8 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
     from memgym.leaderboard.jax_tier import JaxCells
     from memgym.leaderboard.scoring import COUNTERS
 
-    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
+    value = track.env_key(cells[0][0])
+    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps, value=value))
     if tier(agent) != "jax":
         raise TypeError("the agent is not a JAX-tier agent")
     total, shown = budget.total_steps * len(cells), set()
@@ -459,16 +465,16 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
             print(f"  training {10 * tenth}% ({steps:,.0f}/{total:,} steps)", file=sys.stderr, flush=True)
 
     with progress.listening(report):
-        policy_params, env_state, _ = JaxCells(agent, track, budget).train_cells(cells, seal)
+        policy_params, env_state, _ = JaxCells(agent, track, budget, value).train_cells(cells, seal)
     leaves = jax.tree.leaves(policy_params)
     arrays = {f"counter.{name}": np.asarray(getattr(env_state, name))[: len(cells)]
               for name in [*COUNTERS, "curve_episodes", "curve_successes", "tag"]}
     arrays |= {f"param.{i}": np.asarray(leaf)[: len(cells)] for i, leaf in enumerate(leaves)}
-    carry = _exported_act(agent, track, jax.tree.map(lambda leaf: leaf[0], policy_params), arrays)
+    carry = _exported_act(agent, track, jax.tree.map(lambda leaf: leaf[0], policy_params), arrays, value)
     return {"params": len(leaves), "carry": carry}, arrays
 
 
-def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier: Any):
+def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier: Any, value: Any = None):
     """The agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported without
     training: the parameters' structure comes from tracing ``train`` abstractly (``jax.eval_shape``)."""
     import jax
@@ -476,22 +482,23 @@ def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier:
     from memgym.leaderboard.jax_tier import JaxCells
     from memgym.leaderboard.scoring import seal_weights
 
-    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps))
+    agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps, value=value))
     if tier(agent) != "jax":
         raise TypeError("the agent is not a JAX-tier agent")
-    cells = JaxCells(agent, track, budget)
-    keys, params, *_ = cells.batch([(budget.values[0], 0)], seal_weights())
+    cells = JaxCells(agent, track, budget, value)
+    keys, params, *_ = cells.batch([(budget.values[0] if value is None else value, 0)], seal_weights())
     policy_params, _ = jax.eval_shape(cells.train, keys, params)
     structure = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), policy_params)
     arrays: dict[str, np.ndarray] = {}
-    carry = _exported_act(agent, track, structure, arrays)
+    carry = _exported_act(agent, track, structure, arrays, value)
     layout = [[np.dtype(leaf.dtype).str, list(leaf.shape)] for leaf in jax.tree.leaves(structure)]
     return {"carry": carry, "leaves": layout}, arrays
 
 
-def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.ndarray]) -> int:
+def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.ndarray], value: Any = None) -> int:
     """Export ``act`` batched over episodes for parameters shaped like ``params`` (one cell's) into
-    ``arrays["act"]``, and ``initialize_carry()``'s leaves into ``arrays["carry.<i>"]``; their number."""
+    ``arrays["act"]``, and ``initialize_carry()``'s leaves into ``arrays["carry.<i>"]``; their number.
+    ``value``: the cells' value, for its observation space (None: the track's ``check_cell``'s)."""
     import jax
     import jax.numpy as jnp
     from jax import export
@@ -508,7 +515,7 @@ def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.nd
         return action, jax.tree.leaves(carry)
 
     (b,) = export.symbolic_shape("b")
-    space = track.spaces()[0]
+    space = track.spaces(value)[0]
     key_shape = jax.random.key_data(jax.random.key(0)).shape
     exported = export.export(jax.jit(batched_act))(
         [jax.ShapeDtypeStruct(jnp.shape(leaf), leaf.dtype) for leaf in leaves],

@@ -25,7 +25,8 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
              compiled: dict[str, JaxCells] | None = None) -> list[dict[str, Any]]:
     """Train and evaluate the cells of ``task`` in one batch; one record per cell.
 
-    ``compiled`` caches an agent's :class:`JaxCells` across tasks (one compilation per agent).
+    ``compiled`` caches an agent's :class:`JaxCells` across tasks (one compilation per agent, or per value on a
+    track whose values have their own env: ``Track.per_value_env``, where a task holds one value).
     """
     started = time.perf_counter()
     agent_info: dict[str, Any] = {"spec": task.spec}
@@ -39,13 +40,14 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
     try:
         factory = load_factory(task.spec)
         agent_info = describe_code(task.spec, factory)
-        agent = factory(task.track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
+        value = task.track.env_key(task.cells[0][0])
+        agent = factory(task.track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
         agent_info = describe_agent(task.spec, factory, agent)
-        cells = (compiled or {}).get(task.spec)
+        cells = (compiled or {}).get((task.spec, value))
         if cells is None:
-            cells = JaxCells(agent, task.track, budget)
+            cells = JaxCells(agent, task.track, budget, value)
             if compiled is not None:
-                compiled[task.spec] = cells
+                compiled[task.spec, value] = cells
         outcomes = cells.run(task.cells)
         seconds = (time.perf_counter() - started) / len(task.cells)
         if cell_timeout is not None and seconds > cell_timeout:
@@ -72,24 +74,27 @@ class JaxCells:
     of the device count by repeating its last cell, whose copies are dropped),
     so k devices run k× the cells per call. Each cell's computation is
     independent of the others, so sharding does not change results.
+
+    ``value``: the value whose env the cells use (``Track.env_key``: None where one env serves every value);
+    every cell given to it must have that env.
     """
 
-    def __init__(self, agent: Any, track: Track, budget: Preset):
+    def __init__(self, agent: Any, track: Track, budget: Preset, value: Any = None):
         import jax
 
         from memgym.leaderboard.scoring import ScoredEnv, evaluate_jax
 
         if track.jax_env is None:
             raise ValueError(f"track {track.name!r} has no functional JAX environment")
-        self.agent, self.track, self.budget = agent, track, budget
-        key = track.score.key
-        env = ScoredEnv(track.jax_env(), score_key=key)
+        self.agent, self.track, self.budget, self.value = agent, track, budget, value
+        key, counted, steps = track.score.key, track.score.counted, track.evaluation_steps(budget, value)
+        env = ScoredEnv(track.jax_env(value), score_key=key, units=track.score_units)
         self.train = jax.jit(jax.vmap(lambda k, params: agent.train(k, env, params, budget.total_steps)))
         self.evaluate = jax.jit(
             jax.vmap(
                 lambda policy, params, keys, policy_keys: evaluate_jax(
-                    agent, policy, track.jax_env(), params, keys, budget.max_episode_steps, score_key=key,
-                    policy_keys=policy_keys),
+                    agent, policy, track.jax_env(value), params, keys, steps, score_key=key,
+                    policy_keys=policy_keys, counted=counted),
             )
         )
 
@@ -102,6 +107,8 @@ class JaxCells:
         from memgym.leaderboard.scoring import scored_params
 
         budget, index = self.budget, self.track.sweep.index
+        if any(self.track.env_key(value) != self.value for value, _ in cells):
+            raise ValueError(f"cells {list(cells)} are not all cells of the env of {self.value!r}")
         devices = jax.local_devices()
         padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
         inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
@@ -147,22 +154,23 @@ class JaxCells:
         policy_params, env_state, evaluation_inputs = self.train_cells(cells, seal)
         evaluated = [np.asarray(x) for x in self.evaluate(policy_params, *evaluation_inputs)]
         return [cell_outcome(self.track, self.budget, jax.tree.map(lambda x: x[i], env_state), seal,
-                             jax.tree.map(lambda x: x[i], policy_params), [x[i] for x in evaluated])
+                             jax.tree.map(lambda x: x[i], policy_params), [x[i] for x in evaluated], cells[i][0])
                 for i in range(len(cells))]
 
 
 def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray, policy_params: Any,
-                 evaluated: Sequence[np.ndarray]) -> tuple[dict, dict, list[np.ndarray]] | str:
+                 evaluated: Sequence[np.ndarray], value: Any = None) -> tuple[dict, dict, list[np.ndarray]] | str:
     """One cell's ``(train counters, evaluation, policy leaves)``, or the reason it failed: counters that the
     seal shows were edited, non-finite parameters, invalid actions in training or evaluation.
 
     ``env_state`` is the cell's final :class:`~memgym.leaderboard.scoring.ScoredState`, ``evaluated`` its
-    :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``.
+    :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``, ``value``
+    its value of the swept parameter (None: the ``check_cell``'s; it names the action space in messages).
     """
     from memgym.leaderboard.policies import leaves_of
     from memgym.leaderboard.scoring import counters, sealed
 
-    train = counters(env_state, total=track.score.total)
+    train = counters(env_state, total=track.score.total, units=track.score_units)
     leaves = leaves_of(policy_params)
     finite = all(np.isfinite(leaf).all() for leaf in leaves if np.issubdtype(leaf.dtype, np.inexact))
     if not sealed(env_state, seal):
@@ -172,21 +180,23 @@ def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray,
         return "the trained policy parameters contain NaN or infinite values"
     if train["invalid_actions"]:
         return (f"the agent emitted {train['invalid_actions']} invalid actions during training "
-                f"(the action space is Discrete({track.spaces()[1].n}))")
-    figures = evaluation_figures(track, budget, evaluated)
+                f"(the action space is Discrete({track.spaces(value)[1].n}))")
+    figures = evaluation_figures(track, budget, evaluated, value)
     return figures if isinstance(figures, str) else (train, figures, leaves)
 
 
-def evaluation_figures(track: Track, budget: Preset, evaluated: Sequence[np.ndarray]) -> dict[str, Any] | str:
+def evaluation_figures(track: Track, budget: Preset, evaluated: Sequence[np.ndarray],
+                       value: Any = None) -> dict[str, Any] | str:
     """A record's ``eval`` from :func:`~memgym.leaderboard.scoring.evaluate_jax`'s arrays ``(success, return,
-    length, invalid)``, or the reason the cell fails (an invalid action)."""
+    length, invalid)``, or the reason the cell fails (an invalid action; ``value``: the cell's, for the
+    action space it names)."""
     success, returns, lengths, invalid = evaluated
     if invalid.sum():
         return (f"the agent emitted {int(invalid.sum())} invalid actions during evaluation "
-                f"(the action space is Discrete({track.spaces()[1].n}))")
+                f"(the action space is Discrete({track.spaces(value)[1].n}))")
     return {
         "episodes": int(budget.eval_episodes),
-        track.score.name: float(success.mean()),
+        track.score.name: float(np.mean(success, dtype=np.float64)),
         "mean_return": float(returns.mean()),
         "mean_length": float(lengths.mean()),
     }

@@ -61,7 +61,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     changed since its cells were stored as its next version (without it such a
     run raises ``ValueError``). A JAX-tier agent gets one task per value of the
     swept parameter, or one for its whole grid with ``whole_grid`` (fewer, larger
-    batches: what several devices want); an any-framework agent one task per
+    batches: what several devices want; not on a track whose values have their own env); an any-framework agent one task per
     cell; an agent whose factory raised one task whose cells all fail with the reason.
     """
     if not agents:
@@ -81,7 +81,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
         for value in budget.values:
             missing = [(value, seed) for seed in range(budget.seeds)
                        if _missing(store, spec, version, value, seed) or repeat]
-            if reason is not None or whole_grid and kind == "jax":
+            if reason is not None or whole_grid and kind == "jax" and not track.per_value_env:
                 grid += missing
             elif kind == "any":
                 tasks += [Task(spec, kind, (cell,), track, version) for cell in missing]

@@ -143,12 +143,14 @@ class ScoredEnv(StatefulWrapper):
     """A functional environment that counts its finished episodes and successes (docs/leaderboard_internals.md).
 
     A :class:`~memgym.envs.functional.StatefulWrapper`: only the inner environment
-    auto-resets, the counters run across episodes.
+    auto-resets, the counters run across episodes. ``units``: None counts ``info[score_key]`` as a
+    yes/no outcome (the T-Maze's ``success``); a number counts a number score in integer units of
+    ``1 / units`` (:data:`memgym.leaderboard.tracks.SCORE_UNITS`), rounded to the nearest, in the same counters.
     """
 
-    def __init__(self, inner: Environment, score_key: str = "success"):
+    def __init__(self, inner: Environment, score_key: str = "success", units: int | None = None):
         super().__init__(inner)
-        self.score_key = score_key
+        self.score_key, self.units = score_key, units
 
     def inner_params(self, params: ScoredParams) -> Any:
         return params.inner
@@ -164,8 +166,12 @@ class ScoredEnv(StatefulWrapper):
 
     def update(self, state: ScoredState, action, reward, terminated, truncated, info, params: ScoredParams):
         done = jnp.logical_or(terminated, truncated)
-        success = jnp.logical_and(done, info[self.score_key])
         in_window = state.steps >= params.window_start
+        if self.units is None:
+            success = jnp.logical_and(done, info[self.score_key]).astype(jnp.int32)
+        else:
+            success = jnp.where(done, jnp.round(info[self.score_key] * self.units), 0).astype(jnp.int32)
+        window_success = jnp.where(in_window, success, 0)
         n = self.inner.action_space(params.inner).n
         valid = (action >= 0) & (action < n) & (action == jnp.floor(action))  # NaN fails every comparison
         point = jnp.minimum(state.steps // params.curve_step, CURVE_POINTS - 1)
@@ -175,12 +181,12 @@ class ScoredEnv(StatefulWrapper):
             episodes=state.episodes + done,
             successes=state.successes + success,
             window_episodes=state.window_episodes + (done & in_window),
-            window_successes=state.window_successes + (success & in_window),
+            window_successes=state.window_successes + window_success,
             invalid_actions=state.invalid_actions + ~valid,
             curve_episodes=state.curve_episodes.at[point].add(done.astype(jnp.int32)),
-            curve_successes=state.curve_successes.at[point].add(success.astype(jnp.int32)),
+            curve_successes=state.curve_successes.at[point].add(success),
             tag=state.tag if params.seal is None else state.tag + _seal_step(
-                params.seal, point, done, success, done & in_window, success & in_window, ~valid),
+                params.seal, point, done, success, done & in_window, window_success, ~valid),
         )
         if params.progress_step is not None:
             _report(counted.steps % params.progress_step == 0, counted.steps.astype(jnp.float32))
@@ -189,7 +195,8 @@ class ScoredEnv(StatefulWrapper):
 
 def _seal_step(seal: jax.Array, point: jax.Array, *counts: jax.Array) -> jax.Array:
     """One step's counts weighted by ``seal`` (uint32, wrapping): the step itself, then ``counts`` in the
-    order of :data:`COUNTERS` after ``steps``, then the curves' bin ``point``."""
+    order of :data:`COUNTERS` after ``steps``, then the curves' bin ``point``. A negative count (a number
+    score's units) wraps to its two's complement, which :func:`sealed`'s sums modulo 2**32 agree with."""
     done, success = counts[0], counts[1]
     weights = jnp.stack([seal[0], *(seal[1 + i] * c.astype(jnp.uint32) for i, c in enumerate(counts)),
                          seal[len(COUNTERS) + point] * done.astype(jnp.uint32),
@@ -197,32 +204,39 @@ def _seal_step(seal: jax.Array, point: jax.Array, *counts: jax.Array) -> jax.Arr
     return weights.sum(dtype=jnp.uint32)
 
 
-def counters(state: ScoredState, total: str = "successes") -> dict[str, Any]:
+def counters(state: ScoredState, total: str = "successes", units: int | None = None) -> dict[str, Any]:
     """Counters summed over every environment in a (batched) :class:`ScoredState`, plus the learning curve
-    (``curve``: per bin, ``[episodes, successes]``); ``total`` names the successes (and ``window_<total>``)."""
+    (``curve``: per bin, ``[episodes, successes]``); ``total`` names the successes (and ``window_<total>``).
+    ``units``: the :class:`ScoredEnv`'s; a number score's sums are given as floats (units / ``units``)."""
     if not isinstance(state, ScoredState):
         raise TypeError(
             f"train must return the final state of the environment it was given (a ScoredState), "
             f"got {type(state).__name__}"
         )
-    totals: dict[str, Any] = {name.replace("successes", total): int(np.asarray(getattr(state, name)).sum())
-                              for name in COUNTERS}
-    episodes = np.asarray(state.curve_episodes).reshape(-1, CURVE_POINTS).sum(0)
-    successes = np.asarray(state.curve_successes).reshape(-1, CURVE_POINTS).sum(0)
-    totals["curve"] = [[int(e), int(s)] for e, s in zip(episodes, successes)]
+    def score(units_sum: Any) -> int | float:
+        return int(units_sum) if units is None else int(units_sum) / units
+
+    sums = {name: np.asarray(getattr(state, name), np.int64).sum() for name in COUNTERS}
+    totals: dict[str, Any] = {name.replace("successes", total): score(count) if "successes" in name else int(count)
+                              for name, count in sums.items()}
+    episodes = np.asarray(state.curve_episodes, np.int64).reshape(-1, CURVE_POINTS).sum(0)
+    successes = np.asarray(state.curve_successes, np.int64).reshape(-1, CURVE_POINTS).sum(0)
+    totals["curve"] = [[int(e), score(s)] for e, s in zip(episodes, successes)]
     return totals
 
 
 def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, keys: jax.Array, max_steps: int,
-                 score_key: str = "success", policy_keys: jax.Array | None = None):
+                 score_key: str = "success", policy_keys: jax.Array | None = None, counted: bool = True):
     """Play one episode per key with ``agent.act``; returns ``(success[N], return[N], length[N], invalid[N])``.
 
     ``keys`` fix the episodes: each one's reset and the environment's randomness at
     every step (T-Maze: the cue and the distractor bits). ``policy_keys`` (one per
     episode) are split into the keys ``act`` gets at each step; None: they come from
     ``keys`` too. ``max_steps`` bounds the scan (the environment's time limit ends every
-    episode earlier); the outcome ``info[score_key]``, return and length of each key's first
-    episode are read at its end from :class:`~memgym.envs.functional.EpisodeStatistics`.
+    episode earlier); the outcome ``info[score_key]`` (a yes/no one when ``counted``, else a
+    float32 number: ``success`` is then that number, 0 for an episode that did not end), return
+    and length of each key's first episode are read at its end from
+    :class:`~memgym.envs.functional.EpisodeStatistics`.
     ``invalid`` counts the actions outside the action space (out of range, fractional or
     NaN) the agent chose before its episode ended.
     """
@@ -243,15 +257,16 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
             bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
             next_obs, next_state, _, _, _, info = gymnax_compat.step_env(env, key_env, state, action, env_params)
             end = info["done"] & ~finished
-            ended = (info[score_key], info["episode_return"], info["episode_length"])
+            ended = (info[score_key].astype(result[0].dtype), info["episode_return"], info["episode_length"])
             result = jax.tree.map(lambda new, old: jnp.where(end, new, old), ended, result)
             invalid = invalid + (bad & ~finished)
             return (next_obs, next_state, memory, jnp.zeros((), bool), finished | info["done"], result, invalid), None
 
+        outcome = jnp.zeros((), bool if counted else jnp.float32)
         initial = (obs, state, initialize_carry(agent), jnp.ones((), bool), jnp.zeros((), bool),
-                 (jnp.zeros((), bool), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32))
+                   (outcome, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32))
         (_, _, _, _, finished, result, invalid), _ = jax.lax.scan(step, initial, (step_keys, act_keys))
         success, ret, length = result
-        return success & finished, ret, length, invalid
+        return jnp.where(finished, success, outcome), ret, length, invalid
 
     return jax.vmap(episode)(keys, policy_keys)

@@ -751,15 +751,23 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                 protect=[submission.root]) as process:
         protection = process.protection
         started = time.perf_counter()
-        exported = isolation.export_jax(process, track, budget,
-                                        timeout=None if cell_timeout is None else cell_timeout)
-        agent = isolation.exported_agent(exported["act"], exported["carry"], NUM_ENVS)
-        evaluate = isolation.exported_evaluator(agent, track, budget)
+        exports: dict[Any, tuple[dict[str, Any], Callable]] = {}  # per env (Track.env_key): the act, its evaluator
+
+        def exported_for(value: Any) -> tuple[dict[str, Any], Callable]:
+            key = track.env_key(value)
+            if key not in exports:
+                exported = isolation.export_jax(process, track, budget, key,
+                                                timeout=None if cell_timeout is None else cell_timeout)
+                agent = isolation.exported_agent(exported["act"], exported["carry"], NUM_ENVS)
+                exports[key] = exported, isolation.exported_evaluator(agent, track, budget, key)
+            return exports[key]
+
         for cell in sorted(results, key=lambda c: (track.sweep.index(c[0]), c[1])):
             record = results[cell]
             if record["status"] != "ok":
                 continue
             repeatable = False
+            exported, evaluate = exported_for(cell[0])
             try:
                 leaves = policies.read(record["path"], record.get("policy"))
                 if policies.layout(leaves) != exported["leaves"]:
@@ -767,7 +775,7 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                                f"the agent's train returns {exported['leaves']}")
                 first = evaluate(cell[0], cell[1], leaves)
                 repeatable = all(np.array_equal(a, b) for a, b in zip(first, evaluate(cell[0], cell[1], leaves)))
-                figures = evaluation_figures(track, budget, first)
+                figures = evaluation_figures(track, budget, first, cell[0])
             except policies.PolicyError as error:
                 figures = f"record {_relative(Path(record['path']), submission)}: {error}"
             except Exception as error:  # noqa: BLE001 - the exported act cannot evaluate this policy
@@ -792,10 +800,12 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                 trained = isolation.train_jax(process, track, budget, batch, seal,
                                               timeout=None if cell_timeout is None else cell_timeout * len(batch))
                 retrained = isolation.exported_evaluator(
-                    isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS), track, budget)
+                    isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS), track, budget,
+                    track.env_key(value))
                 for i, (cell, params) in enumerate(zip(cells, trained["params"])):
                     state = ScoredState(inner=None, **{n: c[i] for n, c in trained["counters"].items()})
-                    outcomes[cell] = cell_outcome(track, budget, state, seal, params, retrained(*cell, params))
+                    outcomes[cell] = cell_outcome(track, budget, state, seal, params, retrained(*cell, params),
+                                                  value)
             except isolation.AgentProcessError as error:
                 outcomes |= {cell: str(error) for cell in cells}
             except Exception as error:  # noqa: BLE001 - what the agent's process sent cannot be evaluated here

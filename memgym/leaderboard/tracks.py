@@ -7,12 +7,15 @@ these fields. A new track is a new entry of :data:`TRACKS`:
 
 * ``tmaze`` (default): T-Maze success rate across corridor lengths (thesis §5.1), both tiers.
 * ``popgym-repeat-previous``: POPGym RepeatPrevious normalised return across Easy / Medium /
-  Hard (monoid paper §6), any-framework tier (POPGym has no functional JAX env).
+  Hard (monoid paper §6), both tiers (the JAX tier on memgym.envs.popgym_jax's tasks).
+* ``popgym``: the monoid paper's four POPGym tasks (Repeat First, Repeat Previous, Count Recall,
+  Position-Only CartPole) in their difficulties, one column each, both tiers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +29,12 @@ from memgym.validation import check_choice, check_int, check_optional_positive, 
 # Evaluation episodes use fixed seeds derived from this and the swept value only,
 # so every agent of a tier faces the same evaluation episodes.
 EVALUATION_SEED = 2_000_003
+
+#: The JAX tier counts a number score (POPGym's normalized return, in [-1, 1]) in integer units of
+#: 1/SCORE_UNITS (:class:`memgym.leaderboard.scoring.ScoredEnv`), so that its sums are exact and sealed like a
+#: yes/no score's. Rounding moves an episode's score by at most 2**-13 (half a unit); an int32 counter of one
+#: environment holds 2**31 / 4096 = 524,288 episodes of score 1, more than any budget gives one environment.
+SCORE_UNITS = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,10 +160,17 @@ class Track:
         check_cell: ``(value, max_episode_steps)`` of the small cell ``memgym leaderboard check`` uses.
         check_value: ``check_value(value, max_episode_steps)`` raises ``ValueError`` for a cell
             the environment cannot have (beyond ``sweep.choices``), or None.
-        jax_env: ``jax_env()`` -> the functional JAX env (the JAX tier trains on it), or None: the
-            track accepts any-framework agents only. Its ``info`` must carry a boolean ``score.key``.
+        jax_env: ``jax_env(value)`` -> the functional JAX env of a value's cells (the JAX tier trains
+            on it), or None: the track accepts any-framework agents only. Its ``info`` must carry
+            ``score.key`` (a boolean for a counted score, else a number).
         jax_params: ``jax_params(values, max_episode_steps)`` -> the functional env's params of a
-            batch of cells (a leading axis over ``values``).
+            batch of cells (a leading axis over ``values``; every value of the batch shares one env).
+        episode_limit: ``episode_limit(value)`` -> the longest episode of a value's JAX env, where the
+            env ends every episode itself (POPGym): the JAX tier's evaluation then runs that many steps
+            and presets give no ``max_episode_steps``; None: every preset must give one.
+        per_value_env: each value has its own JAX env (``jax_env`` ignores its argument otherwise):
+            POPGym's difficulties deal decks of other shapes, and its tasks have other spaces. The JAX
+            tier then trains one value per call, and builds the agent for that value's spaces.
     """
 
     name: str
@@ -170,14 +186,16 @@ class Track:
     report_dir: str
     check_cell: tuple[Any, int | None]
     check_value: Callable[[Any, int | None], None] | None = None
-    jax_env: Callable[[], Any] | None = None
+    jax_env: Callable[[Any], Any] | None = None
     jax_params: Callable[[Sequence[Any], int | None], Any] | None = None
+    episode_limit: Callable[[Any], int] | None = None
+    per_value_env: bool = False
 
     def __post_init__(self) -> None:
         if self.default_preset not in self.presets:
             raise ValueError(f"track {self.name!r}: default_preset {self.default_preset!r} is not one of its presets")
-        if self.jax_env is not None and (self.jax_params is None or not self.score.counted):
-            raise ValueError(f"track {self.name!r}: a JAX env needs jax_params and a yes/no score (ScoredEnv counts it)")
+        if self.jax_env is not None and self.jax_params is None:
+            raise ValueError(f"track {self.name!r}: a JAX env needs jax_params")
         for budget in self.presets.values():
             self.check(budget)
 
@@ -202,7 +220,7 @@ class Track:
                 check_choice(self.sweep.name, value, self.sweep.choices)
             if self.check_value is not None:
                 self.check_value(value, budget.max_episode_steps)
-        if self.jax_env is not None and budget.max_episode_steps is None:
+        if self.jax_env is not None and budget.max_episode_steps is None and self.episode_limit is None:
             raise ValueError(f"track {self.name!r}: preset {budget.name!r} needs max_episode_steps (the JAX tier's "
                              f"evaluation runs that many steps)")
 
@@ -234,6 +252,23 @@ class Track:
         """The :class:`Preset` of a record's ``preset`` (the inverse of :meth:`budget_record`)."""
         fields = {f.name for f in dataclasses.fields(Preset)} - {"values"}
         return Preset(values=tuple(record[self.sweep.plural]), **{k: record[k] for k in fields if k in record})
+
+    def evaluation_steps(self, budget: Preset, value: Any = None) -> int:
+        """The steps the JAX tier's evaluation of a value's cells runs: the budget's ``max_episode_steps``, else the
+        longest episode of the value's env (``episode_limit``)."""
+        if budget.max_episode_steps is not None:
+            return int(budget.max_episode_steps)
+        return int(self.episode_limit(self.check_cell[0] if value is None else value))
+
+    def env_key(self, value: Any) -> Any:
+        """What decides a cell's JAX env: its value where each value has its own (``per_value_env``), else
+        None (one env serves every value). Cells of one key train in one call and share one exported act."""
+        return value if self.per_value_env else None
+
+    @property
+    def score_units(self) -> int | None:
+        """How the JAX tier counts the score: None for a yes/no one, else in units of 1/:data:`SCORE_UNITS`."""
+        return None if self.score.counted else SCORE_UNITS
 
     def spaces(self, value: Any = None) -> tuple[Any, Any]:
         """Observation and action space of the env of a cell (default: the ``check_cell``'s)."""
@@ -283,7 +318,8 @@ def _tmaze_check(corridor_length: int, max_episode_steps: int | None) -> None:
                           max_episode_steps or tmaze.DEFAULT_MAX_EPISODE_STEPS)
 
 
-def _tmaze_jax_env():
+def _tmaze_jax_env(corridor_length: int | None = None):
+    """The JAX T-Maze (one env for every corridor length: the length is a param)."""
     from memgym.envs.tmaze_jax import TMazeJax
 
     return TMazeJax()
@@ -354,25 +390,67 @@ TMAZE = Track(
 )
 
 
-# --- POPGym RepeatPrevious -------------------------------------------------------------------
+# --- POPGym ----------------------------------------------------------------------------------
 
 DIFFICULTIES = ("Easy", "Medium", "Hard")
+#: the monoid paper's four POPGym tasks (its Figure 6)
+PAPER_TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "PositionOnlyCartPole")
 
 
-def _repeat_previous_env(difficulty: str, max_episode_steps: int | None):
+def _popgym_env(task: str, max_episode_steps: int | None):
     from memgym.envs import popgym
 
-    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return popgym.make(f"RepeatPrevious{difficulty}", **limit)
+    _popgym_check(task, max_episode_steps)
+    return popgym.make(task)
 
+
+def _popgym_check(task: str, max_episode_steps: int | None) -> None:
+    if max_episode_steps is not None:
+        raise ValueError(f"max_episode_steps={max_episode_steps}: a POPGym task ends its own episodes (its longest "
+                         f"is its difficulty's); allowed: None")
+
+
+@functools.cache
+def _popgym_jax_env(task: str):
+    """The JAX version of popgym task ``task`` (memgym.envs.popgym_jax, step for step with popgym's)."""
+    from memgym.envs.popgym_jax.registration import task_class
+
+    return task_class(task)()
+
+
+def _popgym_jax_params(tasks: Sequence[str], max_episode_steps: int | None):
+    import jax
+    import jax.numpy as jnp
+
+    _popgym_check(tasks[0], max_episode_steps)
+    params = [_popgym_jax_env(task).default_params for task in tasks]
+    return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *params)
+
+
+def _popgym_episode_limit(task: str) -> int:
+    return int(_popgym_jax_env(task).default_params.max_steps_in_episode)
+
+
+def popgym_envs(task_of: Callable[[Any], str] = str) -> dict[str, Any]:
+    """The env fields of a track whose cells are POPGym tasks: ``task_of(value)`` is the cell's popgym class name
+    (``"RepeatPreviousEasy"``). Both tiers: popgym's own task through Gymnasium (any-framework tier) and its JAX
+    version (the JAX tier, one env per value); popgym's tasks end their own episodes (no ``max_episode_steps``)."""
+    return dict(make_env=lambda value, limit: _popgym_env(task_of(value), limit),
+                check_value=lambda value, limit: _popgym_check(task_of(value), limit),
+                jax_env=lambda value: _popgym_jax_env(task_of(value)),
+                jax_params=lambda values, limit: _popgym_jax_params([task_of(v) for v in values], limit),
+                episode_limit=lambda value: _popgym_episode_limit(task_of(value)), per_value_env=True)
+
+
+POPGYM_SCORE = Score(key="normalized_return", name="normalized_return", total="normalized_return_sum",
+                     label="normalized return", counted=False, bounds=(-1.0, 1.0), chance=-0.5)
 
 POPGYM_REPEAT_PREVIOUS = Track(
     name="popgym-repeat-previous",
     title="POPGym RepeatPrevious",
     sweep=Sweep(name="difficulty", plural="difficulties", choices=DIFFICULTIES),
-    score=Score(key="normalized_return", name="normalized_return", total="normalized_return_sum",
-                label="normalized return", counted=False, bounds=(-1.0, 1.0), chance=-0.5),
-    make_env=_repeat_previous_env,
+    score=POPGYM_SCORE,
+    **popgym_envs(lambda difficulty: "RepeatPrevious" + difficulty),
     check_cell=("Easy", None),
     presets=_presets(
         Preset("smoke", DIFFICULTIES, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
@@ -392,8 +470,7 @@ POPGYM_REPEAT_PREVIOUS = Track(
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "
         "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
-        "run: it had learned, then lost it). "
-        "Any-framework agents only."
+        "run: it had learned, then lost it)."
     ),
     reading=(
         "How to read it: −0.5 is what a random policy scores and 1.0 a perfect repeat of the card shown a few "
@@ -404,7 +481,48 @@ POPGYM_REPEAT_PREVIOUS = Track(
 )
 
 
-TRACKS: dict[str, Track] = {track.name: track for track in (TMAZE, POPGYM_REPEAT_PREVIOUS)}
+PAPER_EASY = tuple(task + "Easy" for task in PAPER_TASKS)
+
+POPGYM = Track(
+    name="popgym",
+    title="POPGym (the monoid paper's four tasks)",
+    sweep=Sweep(name="task", plural="tasks",
+                choices=tuple(task + difficulty for task in PAPER_TASKS for difficulty in DIFFICULTIES)),
+    score=dataclasses.replace(POPGYM_SCORE, chance=None),  # a random policy scores differently on each task
+    **popgym_envs(),
+    check_cell=("RepeatPreviousEasy", None),
+    presets=_presets(
+        Preset("smoke", PAPER_EASY, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
+        # The CPU reference board (docs/leaderboard/popgym-cpu/): the four tasks at Easy, 5 seeds, in the JAX tier.
+        Preset("cpu", PAPER_EASY, seeds=5, total_steps=1_000_000, train_window=100_000, eval_episodes=100),
+        Preset("standard", tuple(task + difficulty for task in PAPER_TASKS for difficulty in DIFFICULTIES), seeds=5,
+               total_steps=5_000_000, train_window=100_000, eval_episodes=100),
+    ),
+    default_preset="standard",
+    legend=(
+        "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]; POPGym scales every task's "
+        "rewards so that an episode's return lies in [−1, 1], and the board averages those returns across tasks "
+        "as POPGym's paper does (no further normalisation). IQM: rliable's interquartile mean over runs × tasks. "
+        "Cells: cells that ran ok / cells planned (tasks × seeds); a failed cell counts as −1 (the worst normalized "
+        "return) everywhere; an incomplete agent (planned cells never run) is not ranked and follows the complete "
+        "ones. An agent whose code or config changed has one row per version (name@v2, …). "
+        "Per task: evaluation normalized return, mean ± standard error over seeds. "
+        "Train: normalized return over the last training window. "
+        "Repeats: extra results of already scored cells (not counted in the score). "
+        "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
+        "run: it had learned, then lost it)."
+    ),
+    reading=(
+        "How to read it: 1.0 is a perfect episode on every task and −1.0 the worst; what a random policy scores "
+        "differs by task (about −0.5 on the card tasks, where a memoryless policy guesses among four suits), so "
+        "compare agents column by column, and against the memoryless control."
+    ),
+    results_dir="leaderboard-results-popgym",
+    report_dir="docs/leaderboard-popgym",
+)
+
+
+TRACKS: dict[str, Track] = {track.name: track for track in (TMAZE, POPGYM_REPEAT_PREVIOUS, POPGYM)}
 
 
 def get(name: str) -> Track:

@@ -46,15 +46,22 @@ def test_agents_share_hyperparameters_and_differ_only_in_batching():
 
 @pytest.mark.parametrize("size", sorted(tbb_vs_sbb.SIZES))
 def test_every_agent_of_every_size_builds(size):
-    """Each (model, batching) of a size is a valid config and an any-framework agent of the study's track."""
+    """Each (model, batching) of a size is a valid config and a JAX-tier agent of the study's track (an
+    any-framework one, the host loop, on a copy of the track without its JAX env)."""
+    import dataclasses
+
     from memgym.leaderboard.protocol import tier
 
-    context = tbb_vs_sbb.TRACK.context(num_envs=8, seed=0, total_steps=20_000, value="RepeatPrevious")
-    for model in tbb_vs_sbb.MODELS:
-        for length in (None, *tbb_vs_sbb.SEGMENT_LENGTHS):
-            options = dict(size=size, model=model, **({} if length is None else dict(segment_length=length)))
-            agent = tbb_vs_sbb.dqn.with_options(**options)(context)
-            assert tier(agent) == "any" and agent.trainer.config.batching == ("tape" if length is None else "segment")
+    host_only = dataclasses.replace(tbb_vs_sbb.TRACK, jax_env=None, jax_params=None, episode_limit=None,
+                                    per_value_env=False)
+    for track, kind in ((tbb_vs_sbb.TRACK, "jax"), (host_only, "any")):
+        context = track.context(num_envs=8, seed=0, total_steps=20_000, value="RepeatPrevious")
+        for model in tbb_vs_sbb.MODELS:
+            for length in (None, *tbb_vs_sbb.SEGMENT_LENGTHS):
+                options = dict(size=size, model=model, **({} if length is None else dict(segment_length=length)))
+                agent = tbb_vs_sbb.dqn.with_options(**options)(context)
+                config = agent.config if kind == "jax" else agent.trainer.config
+                assert tier(agent) == kind and config.batching == ("tape" if length is None else "segment")
 
 
 def test_presets_check_their_grid():
@@ -129,7 +136,7 @@ def test_the_command_runs_resumes_and_reports(tmp_path, capsys):
     for path in records:
         record = json.loads(path.read_text())
         assert record["status"] == "ok" and record["task"] == "RepeatPrevious" and record["eval"]["episodes"] == 8
-        assert -1.0 <= record["eval"]["normalized_return"] <= 1.0 and record["tier"] == "any"
+        assert -1.0 <= record["eval"]["normalized_return"] <= 1.0 and record["tier"] == "jax"
     report = (out / "REPORT.md").read_text()
     assert "| RepeatPrevious | ffm |" in report and "SBB L=10" in report and "Table 1" in report
     assert (out / "returns.png").exists() and (out / "sensitivity.png").exists()

@@ -14,7 +14,7 @@ import pytest
 from memgym.cli import main
 from memgym.leaderboard import report, runner
 from memgym.leaderboard.check import check_agent
-from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE, TRACKS, Preset, get
+from memgym.leaderboard.tracks import POPGYM, POPGYM_REPEAT_PREVIOUS, TMAZE, TRACKS, Preset, get
 
 pytest.importorskip("popgym")
 
@@ -48,10 +48,10 @@ def oracle_factory(context):
 
 
 def test_registry_and_contexts():
-    assert set(TRACKS) == {"tmaze", "popgym-repeat-previous"} and get("tmaze") is TMAZE
-    with pytest.raises(ValueError, match="unknown track 'maze'; choose one of tmaze, popgym-repeat-previous"):
+    assert set(TRACKS) == {"tmaze", "popgym-repeat-previous", "popgym"} and get("tmaze") is TMAZE
+    with pytest.raises(ValueError, match="unknown track 'maze'; choose one of tmaze, popgym-repeat-previous, popgym"):
         get("maze")
-    assert POPGYM_REPEAT_PREVIOUS.tiers == ("any",) and TMAZE.tiers == ("jax", "any")
+    assert POPGYM_REPEAT_PREVIOUS.tiers == ("jax", "any") == POPGYM.tiers == TMAZE.tiers
     context = POPGYM_REPEAT_PREVIOUS.context(num_envs=3, seed=5, total_steps=10, value="Hard")
     assert context.observation_space.shape == (8,) and context.action_space.n == 4
     assert (context.num_envs, context.seed, context.total_steps) == (3, 5, 10)
@@ -93,18 +93,26 @@ def test_popgym_board_scores_normalized_return(tmp_path):
     assert {p.name for p in written.values()} >= {"success_by_length.png", "learning_curves.png", "index.html"}
 
 
+#: the POPGym RepeatPrevious track as it was before its tasks were written in JAX: host environments only
+HOST_ONLY = dataclasses.replace(POPGYM_REPEAT_PREVIOUS, name="popgym-repeat-previous-host", jax_env=None,
+                                jax_params=None, episode_limit=None, per_value_env=False)
+
+
 @pytest.mark.slow
 def test_jax_agents_are_rejected_where_there_is_no_jax_env(tmp_path):
-    with pytest.raises(ValueError, match="is a JAX-tier agent, but track 'popgym-repeat-previous' runs "
+    with pytest.raises(ValueError, match="is a JAX-tier agent, but track 'popgym-repeat-previous-host' runs "
                                          "any-framework agents only"):
-        runner.run(["examples.jax_agent:factory"], TINY, tmp_path, track=POPGYM_REPEAT_PREVIOUS, log=lambda _: None)
+        runner.run(["examples.jax_agent:factory"], TINY, tmp_path, track=HOST_ONLY, log=lambda _: None)
     assert not any(tmp_path.iterdir())
-    (build, passed, why), = check_agent("examples.jax_agent:factory", track=POPGYM_REPEAT_PREVIOUS)
+    (build, passed, why), = check_agent("examples.jax_agent:factory", track=HOST_ONLY)
     assert not passed and "runs any-framework agents only" in why
-    assert all(ok for _, ok, _ in check_agent("examples.random_agent:factory", track=POPGYM_REPEAT_PREVIOUS))
+    assert all(ok for _, ok, _ in check_agent("examples.random_agent:factory", track=HOST_ONLY))
     # a reference agent on the host loop passes too: its act-only checks get a budget of 0 (evaluated at once)
-    results = check_agent("a2c-tiny-gru", track=POPGYM_REPEAT_PREVIOUS)
+    results = check_agent("a2c-tiny-gru", track=HOST_ONLY)
     assert len(results) == 4 and all(ok for _, ok, _ in results), results
+    # on the track with the tasks in JAX, the same agent is a JAX-tier agent and passes the JAX tier's checks
+    results = check_agent("a2c-tiny-gru", track=POPGYM_REPEAT_PREVIOUS, budget=4096)
+    assert len(results) > 4 and all(ok for _, ok, _ in results), results
 
 
 def test_a_track_whose_extra_is_missing_is_refused_before_anything_is_stored(tmp_path):

@@ -291,7 +291,8 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
         _, action_low, action_high = self._action_layout(params)
         low = np.concatenate([np.asarray(low, np.float32), action_low])
         high = np.concatenate([np.asarray(high, np.float32), action_high])
-        return spaces.Box(jnp.asarray(low), jnp.asarray(high), (low.shape[0],), jnp.float32)
+        # NumPy bounds: under a trace (a trainer asks for the space inside jit), jnp.asarray would make them tracers
+        return spaces.Box(low, high, (low.shape[0],), jnp.float32)
 
     def initial_state(self, task: Any, params: PopGymParams) -> PopGymState:
         """A fresh episode's state around the task state ``task`` (no step taken, no previous action)."""

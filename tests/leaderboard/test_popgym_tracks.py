@@ -1,0 +1,107 @@
+"""The POPGym tracks in the JAX tier: a number score (the normalized return) counted and sealed by the harness,
+one JAX env per value (POPGym's difficulties deal other decks; its tasks have other spaces), and a run of the
+multi-task track through the documented command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memgym.envs.popgym_jax.registration import task_class
+from memgym.leaderboard import tracks
+from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters, evaluate_jax, seal_weights, sealed
+from memgym.leaderboard.tracks import POPGYM, POPGYM_REPEAT_PREVIOUS, SCORE_UNITS
+
+
+def test_a_number_score_is_counted_in_exact_units_and_sealed():
+    """Random play on Repeat Previous Easy (52-step episodes, negative and positive returns): the counters hold
+    the sum of each finished episode's normalized return rounded to 1/SCORE_UNITS, the window's and the curve's
+    too, and the seal holds over negative counts and breaks on any edit."""
+    inner = task_class("RepeatPreviousEasy")()
+    env = ScoredEnv(inner, score_key="normalized_return", units=SCORE_UNITS)
+    seal = seal_weights()
+    params = ScoredParams(inner.default_params, jnp.asarray(300, jnp.int32), jnp.asarray(40, jnp.int32),
+                          seal=jnp.asarray(seal))
+
+    def run(key):
+        _, state = env.reset(key, params)
+
+        def step(state, key):
+            action = jax.random.randint(key, (), 0, 4)
+            _, state, _, terminated, truncated, info = env.step(jax.random.fold_in(key, 1), state, action, params)
+            return state, (terminated | truncated, info["normalized_return"])
+
+        return jax.lax.scan(step, state, jax.random.split(key, 800))
+
+    state, (done, score) = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 8))
+    done, score = np.asarray(done), np.asarray(score, np.float64)
+    units = np.where(done, np.round(score * SCORE_UNITS), 0)
+    got = counters(state, total="normalized_return_sum", units=SCORE_UNITS)
+    assert got["episodes"] == done.sum() > 100 and (score[done] < 0).any() and got["normalized_return_sum"] < 0
+    assert got["normalized_return_sum"] == units.sum() / SCORE_UNITS
+    assert abs(got["normalized_return_sum"] - score[done].sum()) <= 0.5 / SCORE_UNITS * done.sum()
+    assert got["window_normalized_return_sum"] == units[:, 300:].sum() / SCORE_UNITS
+    assert [s for _, s in got["curve"]] == list(units.reshape(8, 20, 40).sum((0, 2)) / SCORE_UNITS)
+    assert sealed(state, seal)
+    for name in ("successes", "window_successes", "curve_successes"):
+        edited = dataclasses.replace(state, **{name: getattr(state, name).at[(0,) * getattr(state, name).ndim].add(1)})
+        assert not sealed(edited, seal), name
+
+
+def test_evaluation_reads_the_number_score_of_each_first_episode():
+    inner = task_class("PositionOnlyCartPoleEasy")()
+
+    class Push:  # always push right: the pole falls within a few dozen steps
+        def initialize_carry(self):
+            return jnp.zeros(())
+
+        def act(self, params, carry, obs, start, key):
+            return jnp.asarray(1), carry
+
+    keys = jax.random.split(jax.random.key(1), 16)
+    score, returns, lengths, invalid = jax.jit(lambda k: evaluate_jax(
+        Push(), None, inner, inner.default_params, k, 200, score_key="normalized_return", counted=False))(keys)
+    assert score.dtype == jnp.float32 and not invalid.any()
+    assert np.all((0 < np.asarray(lengths)) & (np.asarray(lengths) < 200))
+    # the env's normalized return of each finished episode (1/200 a step, summed exactly), not the naive float32
+    # sum of its rewards that ``returns`` is
+    np.testing.assert_array_equal(score, (np.asarray(lengths) / 200).astype(np.float32))
+    np.testing.assert_allclose(score, returns, atol=1e-6)
+
+
+def test_each_value_has_its_own_env_and_the_tracks_bound_their_episodes():
+    assert POPGYM.tiers == ("jax", "any") and POPGYM_REPEAT_PREVIOUS.tiers == ("jax", "any")
+    assert POPGYM.env_key("CountRecallEasy") == "CountRecallEasy" and tracks.TMAZE.env_key(16) is None
+    assert POPGYM.spaces("CountRecallEasy")[1].n == 27 and POPGYM.spaces("RepeatFirstEasy")[1].n == 4
+    cpu = POPGYM.presets["cpu"]
+    assert cpu.values == ("RepeatFirstEasy", "RepeatPreviousEasy", "CountRecallEasy", "PositionOnlyCartPoleEasy")
+    assert [POPGYM.evaluation_steps(cpu, v) for v in cpu.values] == [51, 51, 51, 200]
+    assert POPGYM_REPEAT_PREVIOUS.evaluation_steps(POPGYM_REPEAT_PREVIOUS.presets["standard"], "Hard") == 155
+    with pytest.raises(ValueError, match="max_episode_steps=50: a POPGym task ends its own episodes"):
+        POPGYM.preset("cpu", max_episode_steps=50)
+
+
+@pytest.mark.slow
+def test_the_multi_task_track_runs_each_task_in_the_jax_tier(tmp_path):
+    """`memgym leaderboard run --track popgym` with a reference agent: one training call per task (their spaces
+    differ), records with finite normalized returns, and a board with a column per task."""
+    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--track", "popgym",
+                          "--agent", "ppo-cpu-mlp", "--preset", "smoke", "--seeds", "1", "--steps", "20000",
+                          "--values", "CountRecallEasy,PositionOnlyCartPoleEasy", "--results", "results"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("*.json")
+               if "task" in json.loads(p.read_text())]
+    assert sorted(r["task"] for r in records) == ["CountRecallEasy", "PositionOnlyCartPoleEasy"]
+    for record in records:
+        assert record["status"] == "ok" and record["tier"] == "jax", record
+        assert -1 <= record["eval"]["normalized_return"] <= 1 and record["train"]["episodes"] > 0
+    board = (tmp_path / "results" / "LEADERBOARD.md").read_text()
+    assert "| CountRecallEasy | PositionOnlyCartPoleEasy |" in board
