@@ -494,7 +494,7 @@ POPGYM = Track(
     presets=_presets(
         Preset("smoke", PAPER_EASY, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
         # The CPU reference board (docs/leaderboard/popgym-cpu/): the four tasks at Easy, 5 seeds, in the JAX tier.
-        Preset("cpu", PAPER_EASY, seeds=5, total_steps=1_000_000, train_window=100_000, eval_episodes=100),
+        Preset("cpu", PAPER_EASY, seeds=5, total_steps=500_000, train_window=50_000, eval_episodes=100),
         Preset("standard", tuple(task + difficulty for task in PAPER_TASKS for difficulty in DIFFICULTIES), seeds=5,
                total_steps=5_000_000, train_window=100_000, eval_episodes=100),
     ),
