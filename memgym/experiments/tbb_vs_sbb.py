@@ -219,6 +219,12 @@ STUDIES: dict[str, Study] = {
               size="small", models=("ffm",), segment_lengths=(10,), sensitivity=("RepeatPrevious", 10),
               description="CPU, a few minutes: FFM, TBB vs SBB L=10, RepeatFirst and RepeatPrevious, 3 seeds, "
                           "16K steps"),
+        # Fig. 6 on a CPU: the paper's whole grid (4 tasks × 4 models × TBB and SBB at the paper's 4 segment
+        # lengths) with 5 seeds, the small size, 100K steps per cell: 400 cells, the tasks in JAX (JAX tier).
+        Study("cpu", Preset("cpu", TASKS, seeds=5, total_steps=100_000, train_window=20_000, eval_episodes=100),
+              size="small", models=MODELS, segment_lengths=SEGMENT_LENGTHS, sensitivity=("RepeatPrevious", 10),
+              description="CPU, a few hours: the paper's grid (4 models × 4 tasks × TBB, SBB L=10/20/50/100), "
+                          "5 seeds, 100K steps, small size"),
         # The paper's grid and its 10 seeds. Its text gives no step budget (Table 1: ~886 s per run on an
         # RTX 2080Ti); 500K steps per cell is ours.
         Study("paper", Preset("paper", TASKS, seeds=10, total_steps=500_000, train_window=50_000,
