@@ -31,7 +31,19 @@ def test_the_readme_quickstart_is_what_ci_runs():
     assert quickstart[1] in ci and INSTALL.match(quickstart[0])["rest"].split(" --agent")[0] in ci
 
 
-@pytest.mark.slow(seconds=400)
+#: README commands that another test runs as the README types them (it reads them from the README), so that
+#: they do not run twice: the CPU-sized Memory Maze run (minutes) is tests/envs/test_memory_maze.py's.
+RUN_BY_OTHER_TESTS = ("memgym train --preset memory-maze-arelit",)
+
+
+def test_the_commands_left_to_other_tests_are_run_there():
+    source = (ROOT / "tests" / "envs" / "test_memory_maze.py").read_text()
+    assert all(f'README_COMMAND_PREFIX = "{prefix}"' in source for prefix in RUN_BY_OTHER_TESTS)
+    assert sum(line.strip().startswith(RUN_BY_OTHER_TESTS) for lang, code in readme_blocks() if lang == "bash"
+               for line in code.splitlines()) == len(RUN_BY_OTHER_TESTS)
+
+
+@pytest.mark.slow(seconds=300)
 def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
     env = {**os.environ, "MEMGYM_COMPILATION_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
     # The quickstart's two commands (the main job and the tests) are CI's own steps (the test above checks it):
@@ -45,7 +57,7 @@ def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
             for line in (line.split("  #")[0].strip() for line in code.splitlines()):
                 match = INSTALL.match(line)
                 command = match["rest"] if match else line
-                if not command or command in quickstart:
+                if not command or command in quickstart or command.startswith(RUN_BY_OTHER_TESTS):
                     continue
                 if command == "pip install .":  # this environment is that install (and more)
                     assert subprocess.run([sys.executable, "-m", "pip", "show", "memgym"], capture_output=True,
@@ -60,3 +72,4 @@ def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
         assert out.returncode == 0, f"README snippet failed:\n{code}\n{out.stderr[-3000:]}"
     assert any(command.startswith("memgym leaderboard run") for command in ran)  # the memax block's board
     assert len(list((tmp_path / "runs").iterdir())) == sum(c.startswith("memgym train") for c in ran)
+    assert not any(c.startswith(RUN_BY_OTHER_TESTS) for c in ran)

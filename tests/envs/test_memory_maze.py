@@ -312,15 +312,38 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))
 
 
-@pytest.mark.slow(seconds=67)
+#: The README's CPU-sized Memory Maze command: this test runs it (the README's own test leaves it here).
+README_COMMAND_PREFIX = "memgym train --preset memory-maze-arelit"
+
+
+def readme_memory_maze_command() -> list[str]:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    lines = [line.strip() for line in readme.splitlines() if line.strip().startswith(README_COMMAND_PREFIX)]
+    assert len(lines) == 1, lines
+    return lines[0].split()
+
+
+@pytest.mark.slow(seconds=200)
 def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
-    """The README's CPU-sized Memory Maze run, smaller: `memgym train --preset memory-maze-arelit` (11x11, the
-    thesis AReLiT) refuses 100,000 environments before building them (both memory figures, the flag and the
-    largest number that fits; no run directory left), then trains with 2, printing the measured memory and
-    where the time went."""
+    """The README's CPU-sized Memory Maze run, as the README types it (`memgym train --preset memory-maze-arelit`:
+    11x11, the thesis AReLiT), then the same preset refusing 100,000 environments before building them (both
+    memory figures, the flag and the largest number that fits; no run directory left)."""
     import re
 
     from memgym.cli import main
+
+    argv = readme_memory_maze_command()[1:]
+    out = tmp_path / argv[argv.index("--out") + 1]
+    argv[argv.index("--out") + 1] = str(out)
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    envs = int(argv[argv.index("--num-envs") + 1])
+    assert re.search(rf"building {envs} x memgym/MemoryMaze-11x11-v0: about [\d.]+ GiB of the [\d.]+ GiB available",
+                     printed), printed
+    assert re.search(r"\(env \d+ s  acting \d+ s  learning \d+ s\)", printed), printed
+    assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
 
     refused = tmp_path / "refused"
     assert main(["train", "--preset", "memory-maze-arelit", "--num-envs", "100000", "--steps", "2e7",
@@ -330,14 +353,6 @@ def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, c
     assert re.search(r"but this machine has [\d.]+ GiB of memory available", message), message
     assert re.search(r"the largest --num-envs that fits is \d+", message), message
     assert not refused.exists()
-
-    out = tmp_path / "run"
-    assert main(["train", "--preset", "memory-maze-arelit", "--num-envs", "2", "--rollout-length", "8",
-                 "--segment-length", "4", "--steps", "32", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert re.search(r"building 2 x memgym/MemoryMaze-11x11-v0: about [\d.]+ GiB of the [\d.]+ GiB available", printed)
-    assert re.search(r"\(env \d+ s  acting \d+ s  learning \d+ s\)", printed), printed
-    assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
 
 
 def test_each_build_refuses_when_memory_has_run_out(monkeypatch):
