@@ -122,6 +122,13 @@ CASES: dict[str, Case] = {
         writes=("popgym_jax_speed.json",),
         needs="popgym",
     ),
+    "popgym_grid_speed.py": Case(
+        prints=("| mode | tier | wall time (s) |", "| JAX tier (seeds vmapped, one call) | jax |",
+                "| host loop (one cell at a time) | any |", "ratio (host loop time / JAX tier time)"),
+        args=("--json", "{tmp}/popgym_grid_speed.json"),
+        writes=("popgym_grid_speed.json",),
+        needs="popgym",
+    ),
     "update_time_split.py": Case(prints=("| model | collect (ms) |", "| arelit |", "| gtrxl-256 |")),
     "vector_env.py": Case(prints=("JAX vector env steps/s", "SyncVectorEnv steps/s")),
     "verification_cost.py": Case(
