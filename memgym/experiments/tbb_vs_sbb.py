@@ -395,7 +395,7 @@ def summarize(results: str | os.PathLike) -> dict[str, Any]:
     """Per (preset, task, model, batching): the evaluation returns over seeds, their mean and 95% bootstrap
     interval, and wall-clock seconds; failed cells are counted, not averaged."""
     cells: dict[tuple, dict[str, Any]] = defaultdict(lambda: {"returns": [], "seconds": [], "seeds": set(),
-                                                              "failed": set()})
+                                                              "failed": set(), "curves": [], "steps": None})
     for record in TRACK.records(TRACK.store(results)):
         try:
             _, model, length = parse_agent(record["agent"])
@@ -409,14 +409,39 @@ def summarize(results: str | os.PathLike) -> dict[str, Any]:
             entry["seeds"].add(record["seed"])
             entry["returns"].append(record["eval"]["normalized_return"])
             entry["seconds"].append(record["wall_time_s"])
+            entry["curves"].append(training_curve(record["train"]["curve"]))
+            entry["steps"] = record["train"]["steps"]
     rows = []
     for (preset, task, model, batching), entry in sorted(cells.items(), key=lambda item: _order(item[0])):
         row = {"preset": preset, "task": task, "model": model, "batching": batching,
                "failed": len(entry["failed"] - entry["seeds"]), "seconds": entry["seconds"]}
         if entry["returns"]:
             row.update(summarize_length(entry["returns"]))
+            row["curve"] = curve_summary(entry["curves"], entry["steps"])
         rows.append(row)
     return {"rows": rows}
+
+
+def training_curve(curve: Sequence[Sequence[float]]) -> list[float | None]:
+    """A record's learning curve (per bin ``[episodes, return sum]``) as the mean return of the episodes that
+    ended in each bin (None: no episode ended there)."""
+    return [float(total) / episodes if episodes else None for episodes, total in curve]
+
+
+def curve_summary(curves: Sequence[Sequence[float | None]], steps: int) -> dict[str, list]:
+    """Fig. 6's curve of one (task, model, batching): per bin of training, the mean over seeds of the training
+    return with its 95% bootstrap interval (bins where some seed finished no episode are left out)."""
+    bins = len(curves[0])
+    summary: dict[str, list] = {"steps": [], "mean": [], "ci_low": [], "ci_high": []}
+    for i in range(bins):
+        values = [curve[i] for curve in curves]
+        if any(value is None for value in values):
+            continue
+        point = summarize_length(values, seed=i)
+        summary["steps"].append(int(round((i + 0.5) * steps / bins)))
+        for key in ("mean", "ci_low", "ci_high"):
+            summary[key].append(point[key])
+    return summary
 
 
 def _order(key: tuple) -> tuple:
@@ -514,6 +539,48 @@ def returns_figure(summary: dict[str, Any]):
     return figure
 
 
+def plot_curves(summary: dict[str, Any], path: Path) -> bool:
+    """Fig. 6's form: a panel per (task, model), the training return against environment steps, a line per
+    batching (mean over seeds, 95% bootstrap band; one style per batching in every panel, the legend beside
+    the panels); False without matplotlib or curves."""
+    from memgym.leaderboard.report import save_figure
+
+    return save_figure(curves_figure(summary), path)
+
+
+def curves_figure(summary: dict[str, Any]):
+    """The figure of :func:`plot_curves`, or None without matplotlib or curves."""
+    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
+
+    plt = pyplot()
+    rows = [r for r in summary["rows"] if r.get("curve", {}).get("steps")]
+    if plt is None or not rows:
+        return None
+    panels = sorted({(r["preset"], r["task"], r["model"]) for r in rows},
+                    key=lambda p: (p[0], TASKS.index(p[1]), _model_order(p[2])))
+    batchings = sorted({r["batching"] for r in rows}, key=lambda b: 0 if b == "tbb" else int(b[3:]))
+    styles = series_styles([batching_label(b) for b in batchings])
+    figure, axes = panel_grid(plt, len(panels), width=3.6, height=2.8)
+    for axis, (preset, task, model) in zip(axes.flat, panels):
+        for batching in batchings:
+            row = next((r for r in rows if (r["preset"], r["task"], r["model"], r["batching"])
+                        == (preset, task, model, batching)), None)
+            if row is None:
+                continue
+            curve, label = row["curve"], batching_label(batching)
+            style = styles[label]
+            axis.plot(curve["steps"], curve["mean"], markersize=3, label=label, **style)
+            axis.fill_between(curve["steps"], curve["ci_low"], curve["ci_high"], color=style["color"], alpha=0.15,
+                              linewidth=0)
+        axis.set(title=f"{task}, {model}" + ("" if len(
+            {p[0] for p in panels}) == 1 else f" ({preset})"), ylim=(-1.05, 1.05))
+        axis.set_xlabel("environment steps", fontsize=8)
+        axis.set_ylabel("training return", fontsize=8)
+        axis.tick_params(labelsize=7)
+    arrange_panels(figure, axes, len(panels))
+    return figure
+
+
 def _model_order(model: str) -> tuple[int, str]:
     return (MODELS.index(model) if model in MODELS else len(MODELS), model)
 
@@ -556,7 +623,8 @@ def sensitivity_figure(sensitivity: list[dict[str, Any]]):
 
 
 def write_report(results: str | os.PathLike | None = None, out: str | os.PathLike | None = None) -> dict[str, Path]:
-    """``REPORT.md``, ``study.json``, ``returns.png`` and ``sensitivity.png`` from the store at ``results``
+    """``REPORT.md``, ``study.json``, ``curves.png`` (Fig. 6), ``returns.png`` and ``sensitivity.png`` from the
+    store at ``results``
     (derived files, rebuilt every time) in ``out`` (default: the results directory)."""
     results = Path(results or TRACK.results_dir)
     if not results.is_dir():
@@ -579,6 +647,9 @@ def write_report(results: str | os.PathLike | None = None, out: str | os.PathLik
     written = {"json": out / "study.json"}
     written["json"].write_text(json.dumps({"cells": summary["rows"], "sensitivity": sensitivity}, indent=2))
     images = []
+    if plot_curves(summary, out / "curves.png"):
+        written["curves"] = out / "curves.png"
+        images.append("curves.png")
     if plot_returns(summary, out / "returns.png"):
         written["returns"] = out / "returns.png"
         images.append("returns.png")

@@ -122,6 +122,19 @@ def test_observation_sensitivity_is_the_gradient_of_the_last_q_value():
     assert np.all(memoryless[:-1] == 0) and memoryless[-1] > 0
 
 
+def test_figure_six_curves_average_each_bins_return_over_seeds():
+    """A record's curve bin is [episodes, return sum]; the study's curve is the mean over seeds of each bin's
+    mean return, with a bootstrap interval around it, at the bin's middle step; a bin where a seed finished no
+    episode is left out."""
+    assert tbb_vs_sbb.training_curve([[4, 2.0], [0, 0.0], [2, -1.0]]) == [0.5, None, -0.5]
+    curves = [[0.5, None, -0.5, 1.0], [0.25, 0.0, -0.25, 1.0]]
+    summary = tbb_vs_sbb.curve_summary(curves, steps=400)
+    assert summary["steps"] == [50, 250, 350]
+    assert summary["mean"] == [0.375, -0.375, 1.0]
+    assert all(low <= mean <= high for low, mean, high in zip(summary["ci_low"], summary["mean"], summary["ci_high"]))
+    assert summary["ci_low"][2] == summary["ci_high"][2] == 1.0
+
+
 @pytest.mark.slow(seconds=71)
 def test_the_command_runs_resumes_and_reports(tmp_path, capsys):
     """The documented command, on a tiny grid: records for every cell, the report, then a resume that trains nothing."""
@@ -139,7 +152,7 @@ def test_the_command_runs_resumes_and_reports(tmp_path, capsys):
         assert -1.0 <= record["eval"]["normalized_return"] <= 1.0 and record["tier"] == "jax"
     report = (out / "REPORT.md").read_text()
     assert "| RepeatPrevious | ffm |" in report and "SBB L=10" in report and "Table 1" in report
-    assert (out / "returns.png").exists() and (out / "sensitivity.png").exists()
+    assert (out / "returns.png").exists() and (out / "sensitivity.png").exists() and (out / "curves.png").exists()
     study = json.loads((out / "study.json").read_text())
     assert {(c["batching"], c["n"]) for c in study["cells"]} == {("tbb", 2), ("sbb10", 2)}
     shares = [np.asarray(s["share"]) for s in study["sensitivity"]]
