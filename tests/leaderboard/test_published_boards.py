@@ -70,3 +70,41 @@ def test_a_published_board_shows_the_plots_its_board_draws(board, tmp_path):
         assert f'<img src="{name}"' in (board / "index.html").read_text() and f"]({name})" in (
             board / "LEADERBOARD.md").read_text(), f"{board} does not show {name}"
         assert_same_image(tmp_path / name, board / name, how_to_rebuild(board, published))
+
+
+HOST_LOOP_BOARD = ROOT / "docs" / "leaderboard" / "popgym-repeat-previous-cpu"
+JAX_TIER_BOARD = ROOT / "docs" / "leaderboard" / "popgym-repeat-previous-jax-cpu"
+
+
+def tier_comparison() -> list[dict]:
+    """Per agent of the POPGym Repeat Previous CPU board, its score through the host loop (popgym's NumPy task) and
+    in the JAX tier (memgym's JAX task), each with its 95% interval, and whether the intervals overlap."""
+    boards = [{entry["agent"]: entry for entry in json.loads((board / "board.json").read_text())["entries"]}
+              for board in (HOST_LOOP_BOARD, JAX_TIER_BOARD)]
+    rows = []
+    for agent in [a for a in boards[0] if a in boards[1]]:
+        host, jax_tier = (board[agent]["eval"] for board in boards)
+        rows.append({"agent": agent, "host": (host["score"], *host["score_ci"]),
+                     "jax": (jax_tier["score"], *jax_tier["score_ci"]),
+                     "agree": host["score_ci"][0] <= jax_tier["score_ci"][1]
+                     and jax_tier["score_ci"][0] <= host["score_ci"][1]})
+    return rows
+
+
+def comparison_table(rows: list[dict]) -> str:
+    """The Markdown table docs/popgym_jax.md shows."""
+    def cell(score):
+        return f"{score[0]:.2f} [{score[1]:.2f}, {score[2]:.2f}]"
+
+    lines = ["| agent | host loop (popgym) | JAX tier (memgym.envs.popgym_jax) | intervals overlap |", "|---|---|---|---|"]
+    lines += [f"| `{r['agent']}` | {cell(r['host'])} | {cell(r['jax'])} | {'yes' if r['agree'] else 'no'} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def test_the_jax_tier_rerun_of_the_popgym_board_is_compared_agent_by_agent_in_the_docs():
+    """The POPGym board re-run in the JAX tier: docs/popgym_jax.md shows, for every agent of both boards, the two
+    scores and whether their 95% intervals overlap, as the published records give them."""
+    rows = tier_comparison()
+    assert len(rows) == len(json.loads((JAX_TIER_BOARD / "board.json").read_text())["entries"]) >= 10
+    assert comparison_table(rows) in (ROOT / "docs" / "popgym_jax.md").read_text(), comparison_table(rows)
