@@ -500,9 +500,11 @@ POPGYM = Track(
     ),
     default_preset="standard",
     legend=(
-        "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]; POPGym scales every task's "
-        "rewards so that an episode's return lies in [−1, 1], and the board averages those returns across tasks "
-        "as POPGym's paper does (no further normalisation). IQM: rliable's interquartile mean over runs × tasks. "
+        "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]. POPGym scales every task's "
+        "rewards so that an episode's return lies in [−1, 1]; the board takes those returns as they are, averages "
+        "a task's seeds, then the tasks unweighted, as POPGym's paper aggregates (it reports the best mean return "
+        "over training, MMER; the board the trained policy's evaluation). IQM: rliable's interquartile mean over "
+        "runs × tasks. "
         "Cells: cells that ran ok / cells planned (tasks × seeds); a failed cell counts as −1 (the worst normalized "
         "return) everywhere; an incomplete agent (planned cells never run) is not ranked and follows the complete "
         "ones. An agent whose code or config changed has one row per version (name@v2, …). "
