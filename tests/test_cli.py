@@ -60,7 +60,8 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     assert main(["leaderboard", "list"]) == 0
     out = capsys.readouterr().out
     assert "a2c-tiny-gru" in out and "track tmaze (T-Maze; jax and any tier" in out
-    assert "track popgym-repeat-previous (POPGym RepeatPrevious; any tier" in out
+    assert "track popgym-repeat-previous (POPGym RepeatPrevious; jax and any tier" in out
+    assert "track popgym (POPGym (the monoid paper's four tasks); jax and any tier" in out
     assert "thesis           corridor lengths [120, 140, 160, 180, 200], 50 seeds, 10,000,000 steps" in out
     assert "tune             corridor lengths [120, 140, 160, 180, 200], 5 seeds, 5,000,000 steps" in out
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--seeds", "0")
@@ -70,7 +71,7 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     assert bad.returncode == 2 and ("corridor_length must be an integer in [1, 256] (2**gray_bits positions with "
                                     "gray_bits=8), got corridor_length=0") in bad.stderr
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--track", "maze", "--results", results)
-    assert bad.returncode == 2 and "unknown track 'maze'; choose one of tmaze, popgym-repeat-previous" in bad.stderr
+    assert bad.returncode == 2 and "unknown track 'maze'; choose one of tmaze, popgym-repeat-previous, popgym" in bad.stderr
     assert not (tmp_path / "r").exists()
 
 
