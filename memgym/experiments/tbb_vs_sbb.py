@@ -29,8 +29,9 @@ The report (:func:`write_report`) gives
   comes from observations older than the segment length — the part SBB's
   truncated gradient cannot train.
 
-Agents are named ``<module>:<size>_<model>_<batching>``, e.g.
-``memgym.experiments.tbb_vs_sbb:small_ffm_sbb10``; :data:`SIZES` holds the
+Agents are the specs ``memgym.experiments.tbb_vs_sbb:dqn[size=<size>,model=<model>,segment_length=<L>]``
+(no ``segment_length``: TBB), e.g. ``...:dqn[size=small,model=ffm,segment_length=10]``, whose factory is
+named ``<size>_<model>_<batching>`` (``small_ffm_sbb10``); :data:`SIZES` holds the
 hyperparameters of each size (``small`` for CPU runs, ``paper`` for the paper
 preset), shared by every model and batching of that size.
 """
@@ -386,7 +387,7 @@ def run(study: Study, results: str | os.PathLike | None = None, *, log: Callable
         f"{len(study.budget.values)} tasks × {study.budget.seeds} seeds, {study.budget.total_steps:,} steps per cell "
         f"-> {results}")
     runner.run(study.agents(), study.budget, results, track=TRACK, log=log, cell_timeout=cell_timeout,
-               new_version=new_version)
+               new_version=new_version, policies=False)  # the study reads returns; it keeps no parameters
     run_sensitivity(study, results, log)
     return results
 

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.machinery
+import json
 import os
 import re
 import sys
@@ -40,12 +41,20 @@ def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
 
 
 def describe_agent(spec: str, factory: Callable, agent: Any) -> dict[str, Any]:
-    """:func:`describe_code` plus the agent's ``config`` dataclass, when it has one."""
+    """:func:`describe_code` plus the agent's ``config`` dataclass, when it has one, as JSON values (a NumPy
+    scalar or array in it, such as a space's ``n``, becomes a number or a list)."""
     info = describe_code(spec, factory)
     config = getattr(agent, "config", None)
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        info["config"] = dataclasses.asdict(config)
+        info["config"] = json.loads(json.dumps(dataclasses.asdict(config), default=_json_value))
     return info
+
+
+def _json_value(value: Any) -> Any:
+    tolist = getattr(value, "tolist", None)  # NumPy and JAX scalars and arrays
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"its config holds {value!r}, which is not a JSON value (numbers, strings, lists, mappings)")
 
 
 def code_hash(modules: dict[str, str]) -> str:

@@ -22,7 +22,7 @@ from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
-             compiled: dict[str, JaxCells] | None = None) -> list[dict[str, Any]]:
+             compiled: dict[tuple[str, Any], JaxCells] | None = None) -> list[dict[str, Any]]:
     """Train and evaluate the cells of ``task`` in one batch; one record per cell.
 
     ``compiled`` caches an agent's :class:`JaxCells` across tasks (one compilation per agent, or per value on a

@@ -73,7 +73,8 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     for spec in agents:  # before versions: a record's config holds its budget's total_steps
         for record in stored[spec]:
             _check_budget(record, track, budget)
-    versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log) for spec in agents}
+    versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log, track.sweep.name)
+                for spec in agents}
     tasks = []
     for spec in agents:
         (kind, _, _, reason), version = inspected[spec], versions[spec]
@@ -92,8 +93,13 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     return tasks
 
 
-def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, Any], Any, str | None]:
-    """``(tier, code identity, config, reason)`` of an agent; ``reason`` is set when its factory raised.
+def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, Any], dict[Any, Any], str | None]:
+    """``(tier, code identity, configs, reason)`` of an agent; ``reason`` is set when its factory raised.
+
+    ``configs`` maps a value of the swept parameter to the config the agent's cells of that value record, and
+    None to the config of the agent built for every value (tier detection). On a track whose values have their
+    own env (``per_value_env``) the cells' agents are built for their value, so each value's config is asked
+    of the factory (a value whose factory call raises is left out: its cells fail with the reason when run).
 
     ``ValueError`` for a submission that cannot take part: unimportable, of no known tier or of a
     tier the track does not run.
@@ -111,18 +117,26 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
     except TypeError as error:
         raise ValueError(f"agent {spec!r}: the factory returned {type(agent).__name__}, which {error}") from None
     track.accept(kind, spec)
-    return kind, identity, json.loads(json.dumps(config)), None
+    configs = {None: json.loads(json.dumps(config))}
+    for value in budget.values if track.per_value_env else ():
+        try:
+            built = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
+            configs[value] = json.loads(json.dumps(describe_agent(spec, factory, built).get("config")))
+        except Exception:  # noqa: BLE001 - the value's cells fail with the reason when they run
+            continue
+    return kind, identity, configs, None
 
 
-def _version(spec: str, identity: dict[str, Any], config: Any, reason: str | None, records: list[dict[str, Any]],
-             new_version: bool, store: ResultsStore, log) -> int:
-    """The version of ``spec`` this run's cells count for; ``ValueError`` when the agent changed."""
+def _version(spec: str, identity: dict[str, Any], configs: dict[Any, Any] | None, reason: str | None,
+             records: list[dict[str, Any]], new_version: bool, store: ResultsStore, log, value_key: str) -> int:
+    """The version of ``spec`` this run's cells count for; ``ValueError`` when the agent changed (``configs``:
+    :func:`_inspect`'s; ``value_key``: the records' key of the swept value)."""
     by_version: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_version[int(record.get("version", 1))].append(record)
     if not by_version:
         return 1
-    differences = {v: _differences(identity, config, kept, config_known=reason is None)
+    differences = {v: _differences(identity, configs, kept, value_key, config_known=reason is None)
                    for v, kept in by_version.items()}
     same = [v for v, why in differences.items() if not why]
     if same:
@@ -140,11 +154,13 @@ def _version(spec: str, identity: dict[str, Any], config: Any, reason: str | Non
     )
 
 
-def _differences(identity: dict[str, Any], config: Any, records: list[dict[str, Any]], config_known: bool) -> str:
+def _differences(identity: dict[str, Any], configs: dict[Any, Any] | None, records: list[dict[str, Any]],
+                 value_key: str, config_known: bool) -> str:
     """What differs between the agent now and the stored records of one version ("" when nothing).
 
     The code hash is compared with every record that has one; the config with the ``ok`` records
-    (a failed record may come from a factory that raised) unless the factory raised now.
+    (a failed record may come from a factory that raised) unless the factory raised now: a record's
+    with its value's config where ``configs`` has one, else with the config of the agent built for every value.
     """
     now = identity.get("code_sha256")
     for record in records:
@@ -159,7 +175,8 @@ def _differences(identity: dict[str, Any], config: Any, records: list[dict[str, 
                     f"{', '.join(changed) or '?'})")
     if config_known:
         for record in records:
-            if record.get("status") == "ok" and (record.get("agent_info") or {}).get("config") != config:
+            expected = configs.get(record.get(value_key), configs[None])
+            if record.get("status") == "ok" and (record.get("agent_info") or {}).get("config") != expected:
                 return "its config changed"
     return ""
 

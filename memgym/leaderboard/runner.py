@@ -75,10 +75,10 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
 
 
 def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
-            compiled: dict[str, jax_tier.JaxCells] | None = None) -> list[dict[str, Any]]:
+            compiled: dict[tuple[str, Any], jax_tier.JaxCells] | None = None) -> list[dict[str, Any]]:
     """Run ``task``; one record per cell. The agent's faults become failed records, never exceptions.
 
-    ``compiled`` caches a JAX-tier agent's compiled cells across tasks (one compilation per agent).
+    ``compiled`` caches a JAX-tier agent's compiled cells across tasks, by (spec, ``Track.env_key`` of the value).
     """
     if task.reason is not None:  # the agent failed before it could run (its factory raised)
         try:
@@ -96,7 +96,7 @@ class LocalBackend:
 
     def map(self, tasks: Sequence[Task], budget: Preset, cell_timeout: float | None,
             started: Callable[[Task], None] = lambda task: None) -> Iterator[tuple[Task, list[dict]]]:
-        compiled: dict[str, jax_tier.JaxCells] = {}
+        compiled: dict[tuple[str, Any], jax_tier.JaxCells] = {}
         for task in tasks:
             started(task)
             yield task, execute(task, budget, cell_timeout, compiled)

@@ -17,7 +17,7 @@ import pytest
 from memgym.envs.popgym_jax.registration import task_class
 from memgym.leaderboard import tracks
 from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters, evaluate_jax, seal_weights, sealed
-from memgym.leaderboard.tracks import POPGYM, POPGYM_REPEAT_PREVIOUS, SCORE_UNITS
+from memgym.leaderboard.tracks import POPGYM, POPGYM_REPEAT_PREVIOUS, SCORE_UNITS, Preset
 
 
 def test_a_number_score_is_counted_in_exact_units_and_sealed():
@@ -105,3 +105,61 @@ def test_the_multi_task_track_runs_each_task_in_the_jax_tier(tmp_path):
         assert -1 <= record["eval"]["normalized_return"] <= 1 and record["train"]["episodes"] > 0
     board = (tmp_path / "results" / "LEADERBOARD.md").read_text()
     assert "| CountRecallEasy | PositionOnlyCartPoleEasy |" in board
+
+
+@dataclasses.dataclass(frozen=True)
+class UniformConfig:
+    num_actions: int
+
+
+class UniformActions:
+    """A JAX-tier agent that learns nothing and acts uniformly at random; its config names its action count,
+    which differs by task, as the config of an agent sized for its task's spaces does."""
+
+    num_envs = 2
+
+    def __init__(self, num_actions: int):
+        self.config = UniformConfig(num_actions)
+
+    def initialize_carry(self):
+        return jnp.zeros(())
+
+    def act(self, params, carry, obs, start, key):
+        return jax.random.randint(key, (), 0, self.config.num_actions), carry
+
+    def train(self, key, env, env_params, total_steps):
+        n = self.num_envs
+        key_reset, key_run = jax.random.split(key)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_reset, n), env_params)
+
+        def step(state, key):
+            key_act, key_env = jax.random.split(key)
+            action = jax.random.randint(key_act, (n,), 0, self.config.num_actions)
+            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(jax.random.split(key_env, n), state, action,
+                                                                         env_params)
+            return state, None
+
+        state, _ = jax.lax.scan(step, state, jax.random.split(key_run, total_steps // n))
+        return {"w": jnp.zeros(())}, state
+
+
+def per_task_agent(context):
+    return UniformActions(context.action_space.n)
+
+
+def test_a_run_resumes_with_an_agent_sized_for_each_task(tmp_path):
+    """On a track whose tasks have their own spaces, a cell's record holds the config of the agent built for its
+    task: resuming the board with another task compares each record with its own task's config (the agent built
+    for tier detection has the check cell's spaces), so the unchanged agent is not taken for a changed one."""
+    from memgym.leaderboard import runner
+
+    spec = f"{__name__}:per_task_agent"
+    budget = Preset("tiny", ("CountRecallEasy",), seeds=1, total_steps=256, train_window=128, eval_episodes=2)
+    store = runner.run([spec], budget, tmp_path, track=POPGYM, log=lambda line: None, policies=False)
+    first = [r for r in store.records() if r.get("task")]
+    assert [(r["status"], r["agent_info"]["config"]) for r in first] == [("ok", {"num_actions": 27})], first
+    more = dataclasses.replace(budget, values=("CountRecallEasy", "PositionOnlyCartPoleEasy"))
+    store = runner.run([spec], more, tmp_path, track=POPGYM, log=lambda line: None, policies=False)
+    records = {r["task"]: r for r in store.records() if r.get("task")}
+    assert {task: (r["status"], r["version"], r["agent_info"]["config"]["num_actions"]) for task, r in records.items()} \
+        == {"CountRecallEasy": ("ok", 1, 27), "PositionOnlyCartPoleEasy": ("ok", 1, 2)}
