@@ -167,19 +167,25 @@ def test_cli_runs_the_popgym_track_on_its_own_board(tmp_path, capsys, monkeypatc
     assert (results / "LEADERBOARD.md").exists() and not (tmp_path / "leaderboard-results").exists()
     assert main(["leaderboard", "show", "--track", "popgym-repeat-previous"]) == 0
     assert "examples.random_agent:factory" in capsys.readouterr().out
-    # reference agents run on a track without a functional env through the host loop (any-framework tier),
-    # the memoryless control too (its carry is empty: evaluation must not read the batch size from it)
+    # reference agents train on the task in JAX (JAX tier); on a track without a functional env (below) they
+    # train through the host loop (any-framework tier), the memoryless control too (its carry is empty:
+    # evaluation must not read the batch size from it)
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
                  "--agent", "a2c-tiny-mlp", "--preset", "smoke", "--values", "Easy", "--seeds", "1",
                  "--steps", "2048", "--eval-episodes", "8"]) == 0
     capsys.readouterr()
     records = {r["agent"]: r for r in POPGYM_REPEAT_PREVIOUS.records(POPGYM_REPEAT_PREVIOUS.store(results))}
-    for agent, memory in (("a2c-tiny-gru", "tiny-gru"), ("a2c-tiny-mlp", "tiny-mlp")):
-        record = records[agent]
-        assert record["status"] == "ok", record.get("reason")
-        assert record["train"]["steps"] == 2048 and record["eval"]["episodes"] == 8
-        assert record["agent_info"]["config"]["total_steps"] == 2048
-        assert record["agent_info"]["config"]["memory"] == memory
+    budget = POPGYM_REPEAT_PREVIOUS.preset("smoke", values=["Easy"], seeds=1, total_steps=2048, eval_episodes=8)
+    host = runner.run(["a2c-tiny-gru", "a2c-tiny-mlp"], budget, tmp_path / "host", track=HOST_ONLY,
+                      log=lambda line: None)
+    host_records = {r["agent"]: r for r in host.records()}
+    for tier, kept in (("jax", records), ("any", host_records)):
+        for agent, memory in (("a2c-tiny-gru", "tiny-gru"), ("a2c-tiny-mlp", "tiny-mlp")):
+            record = kept[agent]
+            assert record["status"] == "ok" and record["tier"] == tier, record.get("reason")
+            assert record["train"]["steps"] == 2048 and record["eval"]["episodes"] == 8
+            assert record["agent_info"]["config"]["total_steps"] == 2048
+            assert record["agent_info"]["config"]["memory"] == memory
     assert main(["leaderboard", "run", "--track", "popgym-repeat-previous", "--agent", "a2c-tiny-gru",
                  "--values", "Extreme"]) == 2
     assert "difficulty must be one of 'Easy', 'Medium', 'Hard', got difficulty='Extreme'" in capsys.readouterr().err
