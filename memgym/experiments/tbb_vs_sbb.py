@@ -51,9 +51,9 @@ import numpy as np
 from memgym.leaderboard.protocol import AgentContext
 from memgym.validation import check_choice, check_positive
 from memgym.leaderboard.stats import summarize_length
-from memgym.leaderboard.tracks import Preset, Score, Sweep, Track, popgym_envs
+from memgym.leaderboard.tracks import PAPER_TASKS, Preset, Score, Sweep, Track, popgym_envs
 
-TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall", "PositionOnlyCartPole")
+TASKS = PAPER_TASKS
 DIFFICULTY = "Easy"
 MODELS = ("ffm", "s5", "lru", "linear_attention_monoid")
 SEGMENT_LENGTHS = (10, 20, 50, 100)
