@@ -42,8 +42,7 @@ import numpy as np
 import memgym  # noqa: F401  (registers the ids)
 from memgym.envs.popgym_jax import task_names
 from memgym.envs.popgym_jax.registration import task_class
-
-PAPER_TASKS = ("RepeatFirstEasy", "RepeatPreviousEasy", "CountRecallEasy", "PositionOnlyCartPoleEasy")
+from memgym.leaderboard.tracks import PAPER_EASY as PAPER_TASKS  # the monoid paper's four tasks, Easy
 
 
 def jax_runner(name: str, num_envs: int, steps: int):
