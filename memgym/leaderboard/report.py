@@ -372,7 +372,10 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
         grid = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
         # the values run, evenly spaced, and nothing between; each agent's points a little to the side of
         # the value's tick (its place in the ranking), so agents with equal scores are all seen
-        axis.set_xticks(range(len(grid)), [str(x) for x in grid])
+        labels = [str(x) for x in grid]
+        long_labels = max(map(len, labels)) > 8  # task names (RepeatPreviousEasy): slanted, so they do not overlap
+        axis.set_xticks(range(len(grid)), labels, rotation=25 if long_labels else 0,
+                        ha="right" if long_labels else "center")
         width = min(0.5, 0.035 * len(entries))
         for rank, e in enumerate(entries):
             per = e["eval"]["per_length"]
