@@ -19,9 +19,10 @@ compiles once and runs the tasks one after another.
 
     python benchmarks/scaling.py [--agent a2c-tiny-gru] [--devices 1 2 4] [--steps 50000] [--smoke]
 
-``--smoke``: 2 lengths × 1 seed of 512 steps, 2 evaluation episodes, devices 1 and 2, one steady
+``--smoke``: 1 length × 1 seed of 512 steps, 2 evaluation episodes, devices 1 and 2, one steady
 call, a Ray cluster of 2 CPUs: both parts (Ray too, when it is installed) at the smallest sizes (a
-check that the script runs, not a measurement). Given flags win over these.
+check that the script runs, not a measurement; tests/leaderboard/test_ray_backend.py checks the Ray
+backend itself). Given flags win over these.
 """
 
 from __future__ import annotations
@@ -115,9 +116,9 @@ def main() -> None:
     parser.add_argument("--skip-sharding", action="store_true", help="e.g. for an any-framework --agent")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--smoke", action="store_true",
-                        help="2 cells of 512 steps, devices 1 and 2, 1 repeat, Ray on 2 CPUs: both parts, small")
+                        help="1 cell of 512 steps, devices 1 and 2, 1 repeat, Ray on 2 CPUs: both parts, small")
     if parser.parse_known_args()[0].smoke:
-        parser.set_defaults(lengths=[4, 6], seeds=1, steps=512, eval_episodes=2, devices=[1, 2], repeats=1, ray_cpus=2)
+        parser.set_defaults(lengths=[4], seeds=1, steps=512, eval_episodes=2, devices=[1, 2], repeats=1, ray_cpus=2)
     args = parser.parse_args()
     config = {"agent": args.agent, "lengths": args.lengths, "seeds": args.seeds, "steps": args.steps,
               "eval_episodes": args.eval_episodes, "repeats": args.repeats}
