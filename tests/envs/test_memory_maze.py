@@ -3,7 +3,7 @@
 Needs the optional ``memory-maze`` extra (memory-maze, dm-control, MuJoCo) and a
 headless OpenGL library; skipped without the packages. Memory Maze is slow on a
 CPU (≈ 25 steps/s, 1–3 s per reset, 1.5–3 s per seeded rebuild), so the tests
-share a few environments and take about a minute, most of it ``check_env``.
+share a few environments (Gymnasium's ``check_env`` on every size is in test_registered_envs.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ if importlib.util.find_spec("memory_maze") is None:
 
 import dm_env  # noqa: E402
 import gymnasium as gym  # noqa: E402
-from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import memgym  # noqa: E402,F401
 from memgym.envs import memory_maze as mm  # noqa: E402
@@ -75,13 +74,7 @@ def test_importing_memgym_loads_no_simulator():
     assert result.stdout.strip() == "[]"
 
 
-@pytest.mark.slow
-def test_check_env_passes():
-    env = gym.make("memgym/MemoryMaze-9x9-v0", render_mode="rgb_array").unwrapped
-    try:
-        check_env(env)  # render check included: render_mode="rgb_array"
-    finally:
-        env.close()
+# Gymnasium's check_env on every Memory Maze size and declared render mode: tests/envs/test_registered_envs.py.
 
 
 def test_observations_actions_and_render(env):
