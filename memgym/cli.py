@@ -754,12 +754,14 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     out_help = "report directory (default: the results directory)"
     erun = tbb_sub.add_parser("run", help="train and evaluate the grid (results stored, never overwritten), "
                                           "then write the report")
-    erun.add_argument("--preset", default="smoke", help="smoke (a CPU, minutes) | cpu (Figure 6's grid, a CPU, hours) | paper (GPU); see `list`")
+    erun.add_argument("--preset", default="smoke",
+                      help="smoke (a CPU, minutes) | cpu (Figure 6's grid, a CPU, hours) | paper (GPU); see `list`")
     erun.add_argument("--results", default=None, help=results_help)
     erun.add_argument("--out", default=None, help=out_help)
     erun.add_argument("--tasks", type=_values, default=None,
                       help="POPGym tasks (Easy), e.g. RepeatFirst,CountRecall (default: the preset's)")
-    erun.add_argument("--models", type=_values, default=None, help="memory models of ffm,s5,lru,linear_attention_monoid")
+    erun.add_argument("--models", type=_values, default=None,
+                      help="memory models of ffm,s5,lru,linear_attention_monoid")
     erun.add_argument("--segment-lengths", type=_segment_lengths, default=None, help="SBB segment lengths, e.g. 10,50")
     _add_budget_flags(erun)
     erun.add_argument("--no-sensitivity", action="store_true", help="skip the Fig. 3 gradient analysis")
