@@ -236,15 +236,22 @@ class DQNTrainer(BaseTrainer):
         return q_taken - jax.lax.stop_gradient(target), q_taken
 
     def loss(self, params: PyTree, target_params: PyTree, batch: Batch):
-        """Masked mean Huber loss over a batch (Alg. 1 for TBB; Alg. 2, vmapped over segments, for SBB)."""
+        """Masked Huber loss over a batch, averaged over its slots (Alg. 1 for TBB; Alg. 2, vmapped over
+        segments, for SBB).
+
+        Alg. 2 minimises ``m_{j,k} · |Q_θ(s_{j,k}, a_{j,k}) − ŷ_{j,k}|`` over every slot ``(j, k)`` of the
+        batch, padding included, so the loss is divided by the batch's slots (``B``), not by its real
+        transitions: as the paper says of SBB (Sec. 4), an update with less padding changes the weights
+        more than one that is mostly padding. A TBB tape has no padding (its mask is all True), so there
+        both divisions are the same. The ``q_mean`` diagnostic averages over real transitions only.
+        """
         td_errors = self.td_errors
         if self.config.batching == "segment":
             td_errors = jax.vmap(td_errors, in_axes=(None, None, 0, 0))
         td, q_taken = td_errors(params, target_params, batch.data, batch.start)
         weight = batch.mask.astype(jnp.float32)
-        count = jnp.maximum(weight.sum(), 1.0)
-        loss = jnp.sum(weight * optax.huber_loss(td, delta=1.0)) / count
-        return loss, dict(q_mean=jnp.sum(weight * q_taken) / count)
+        loss = jnp.sum(weight * optax.huber_loss(td, delta=1.0)) / weight.size
+        return loss, dict(q_mean=jnp.sum(weight * q_taken) / jnp.maximum(weight.sum(), 1.0))
 
     def gradient_step(self, state: TrainState, key: jax.Array) -> tuple[TrainState, dict[str, jax.Array]]:
         """One gradient step on a sampled batch (TBB ``[B]``, SBB ``[B // L, L]``), then the Polyak target update."""

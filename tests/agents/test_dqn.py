@@ -11,6 +11,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from memgym.agents import make_train
@@ -140,6 +141,38 @@ def test_segment_loss_ignores_padding():
     dirty = loss(params, params, Batch(noisy, start, mask))
     np.testing.assert_allclose(clean[0], dirty[0], rtol=1e-6)
     np.testing.assert_allclose(clean[1]["q_mean"], dirty[1]["q_mean"], rtol=1e-6)
+
+
+
+def test_segment_loss_is_averaged_over_slots_not_real_transitions():
+    """Alg. 2 sums ``m_{j,k} · huber`` over every slot: a batch that is mostly padding moves the
+    weights less (monoid paper, Sec. 4). Dividing by the real transitions instead would give a batch
+    of 1-step tails (an episode of ``k·L + 1`` steps) full-size steps."""
+    config = DQNConfig(batching="segment", **GRU, **TINY)
+    trainer = DQNTrainer(config, ENV, PARAMS)
+    params = trainer.init_params(jax.random.key(0))
+    rng = np.random.default_rng(2)
+    segments, length = 4, config.segment_length
+    data = dict(
+        obs=rng.normal(size=(segments, length, trainer.spec.obs_size)).astype(np.float32),
+        action=rng.integers(0, 4, (segments, length)).astype(np.int32),
+        reward=rng.normal(size=(segments, length)).astype(np.float32),
+        next_obs=rng.normal(size=(segments, length, trainer.spec.obs_size)).astype(np.float32),
+        terminated=np.zeros((segments, length), bool),
+    )
+    start = np.zeros((segments, length), bool)
+    start[:, 0] = True
+    full = np.ones((segments, length), bool)
+    tails = np.zeros((segments, length), bool)
+    tails[:, 0] = True  # every segment a 1-step tail
+    loss = jax.jit(trainer.loss)
+    td, q = jax.vmap(trainer.td_errors, in_axes=(None, None, 0, 0))(params, params, data, start)
+    huber = np.asarray(optax.huber_loss(td, delta=1.0))
+    np.testing.assert_allclose(loss(params, params, Batch(data, start, full))[0], huber.mean(), rtol=1e-6)
+    tail_loss, aux = loss(params, params, Batch(data, start, tails))
+    np.testing.assert_allclose(tail_loss, huber[:, 0].sum() / (segments * length), rtol=1e-6)
+    # The diagnostic Q mean stays a mean over real transitions.
+    np.testing.assert_allclose(aux["q_mean"], np.asarray(q)[:, 0].mean(), rtol=1e-5)
 
 
 @pytest.mark.slow
