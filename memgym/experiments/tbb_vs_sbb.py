@@ -295,42 +295,38 @@ def observation_sensitivity(trainer: Any, params: Any, obs: np.ndarray) -> np.nd
 
 def sensitivity_run(size: str, model: str, segment_length: int | None, task: str, total_steps: int, seed: int = 0,
                     episodes: int = 16, num_envs: int = 8) -> dict[str, Any]:
-    """Train one agent of the grid on ``task`` (:class:`~memgym.agents.host.HostLoop`), then the mean
-    normalised :func:`observation_sensitivity` over ``episodes`` greedy evaluation episodes.
+    """Train one agent of the grid on ``task`` in the JAX tier (the task's JAX env, the whole run one jitted
+    call, as the grid's cells), then the mean normalised :func:`observation_sensitivity` over ``episodes``
+    greedy evaluation episodes of that env.
 
     Returns ``{"lag": [...], "share": [...]}``: ``share[j]`` is the mean share of the
     total sensitivity that comes from the observation ``lag[j] = j`` steps before the last one.
     """
-    import gymnasium as gym
     import jax
 
-    from memgym.agents.host import HostLoop
+    from memgym.agents.dqn import DQNTrainer
+    from memgym.envs import gymnax_compat
     from memgym.leaderboard.tracks import EVALUATION_SEED
 
-    config = dqn_config(size, model, segment_length, num_envs, total_steps)
-    envs = gym.vector.SyncVectorEnv([lambda: TRACK.make_env(task, None)] * num_envs,
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    try:
-        loop = HostLoop.for_config(config, envs, seed=seed)
-        for _ in range(config.num_updates):
-            loop.update()
-    finally:
-        envs.close()
-    trainer, params = loop.trainer, loop.state.params
-    step = jax.jit(trainer.act)
+    env = TRACK.jax_env(task)
+    env_params = env.default_params
+    trainer = DQNTrainer(dqn_config(size, model, segment_length, num_envs, total_steps), env, env_params)
+    state, _ = jax.jit(trainer.train)(jax.random.key(seed), env_params)
+    params = state.params
+    act, reset = jax.jit(trainer.act), jax.jit(env.reset)
+    step = jax.jit(lambda key, env_state, action: gymnax_compat.step_env(env, key, env_state, action, env_params))
     shares = []
     for episode in range(episodes):
-        env = TRACK.make_env(task, None)
-        obs, _ = env.reset(seed=EVALUATION_SEED + episode)
-        carry, observations, done = trainer.initialize_carry(), [obs], False
-        start = True
+        key_reset, key = jax.random.split(jax.random.fold_in(jax.random.key(EVALUATION_SEED), episode))
+        obs, env_state = reset(key_reset, env_params)
+        carry, observations, done, start = trainer.initialize_carry(), [np.asarray(obs)], False, True
         while not done:
-            action, carry = step(params, carry, np.asarray(obs, np.float32), start, jax.random.key(episode))
-            obs, _, terminated, truncated, _ = env.step(int(action))
-            done, start = terminated or truncated, False
+            action, carry = act(params, carry, obs, start)
+            key, key_step = jax.random.split(key)
+            obs, env_state, _, terminated, truncated, _ = step(key_step, env_state, action)
+            done, start = bool(terminated | truncated), False
             if not done:
-                observations.append(obs)
-        env.close()
+                observations.append(np.asarray(obs))
         gradient = observation_sensitivity(trainer, params, np.stack(observations))[::-1]  # lag 0 first
         shares.append(gradient / max(gradient.sum(), 1e-12))
     longest = max(len(s) for s in shares)
