@@ -67,7 +67,8 @@ def shard_run(devices: int, config: dict, gpu: bool) -> dict:
     if gpu:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(devices)))
     else:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        # added to the caller's XLA flags (which it keeps), not in place of them
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
         env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run([sys.executable, "-c", WORKER, json.dumps(config)], capture_output=True, text=True,
                          env=env, check=False)
@@ -90,6 +91,9 @@ def backends(config: dict, ray_cpus: int) -> dict:
         runner.run([config["agent"]], budget, os.path.join(root, "local"), log=lambda line: None)
         times["local"] = time.perf_counter() - t0
         t0 = time.perf_counter()
+        # Ray runs its workers at niceness 15 by default: on a machine doing anything else they would be slowed
+        # down where the local backend is not. At niceness 0 both backends run at the same priority.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         backend = RayBackend(num_cpus=1, local_cpus=ray_cpus)
         times["ray start-up"] = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -49,7 +49,9 @@ def test_the_commands_left_to_other_tests_are_run_there():
 
 @pytest.mark.slow(seconds=300)
 def test_every_readme_command_and_snippet_runs_in_order(tmp_path):
-    env = {**os.environ, "MEMGYM_COMPILATION_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
+    # The README's commands run in the environment its install made: this interpreter's, activated or not.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "MEMGYM_COMPILATION_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
     # The quickstart's two commands (the main job and the tests) are CI's own steps (the test above checks it):
     # running them here again would only run them twice.
     quickstart = {INSTALL.match(code.strip())["rest"] for code in [c for lang, c in readme_blocks() if lang == "bash"][:2]}
