@@ -5,8 +5,8 @@ registry, an API changes) unnoticed until someone needs a number. ``--smoke`` ru
 whole code path (every table, every model it measures, its files) at tiny sizes; the figures it
 prints mean nothing, only that it ran. The scripts run against this checkout's ``memgym``
 (``PYTHONPATH`` is the repository root) and write their files under the test's ``tmp_path``.
-A smoke run is mostly XLA compilation, so the tests turn XLA's backend (LLVM) optimisation off
-(:data:`SMOKE_XLA_FLAG`, about 40 % less compile time; the same computations are compiled).
+A smoke run is mostly XLA compilation: the scripts inherit the suite's ``XLA_FLAGS``, which turn
+XLA's backend optimisation off (tests/conftest.py).
 
 A script added to benchmarks/ without a case in :data:`CASES` fails
 :func:`test_every_benchmark_has_a_smoke_case`, which is quick and runs in the default tier.
@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(path.name for path in BENCHMARKS.glob("*.py"))
 TIMEOUT_S = 900  # a smoke run is mostly JAX compilation; generous for a loaded 2-core CI machine
-SMOKE_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ def run_script(script: str, args: list[str], prelude: str | None = None) -> subp
     ``prelude``: Python code run in the child before the script (the script then runs via runpy).
     """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {SMOKE_XLA_FLAG}".strip(), MPLBACKEND="Agg")
+               MPLBACKEND="Agg")
     path = str(BENCHMARKS / script)
     if prelude is None:
         command = [sys.executable, path, "--smoke", *args]

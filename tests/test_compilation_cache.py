@@ -40,7 +40,9 @@ def test_a_folder_that_cannot_be_made_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def board_run(cwd: Path, results: str, cache: Path) -> tuple[float, list[dict]]:
-    env = {**os.environ, "MEMGYM_COMPILATION_CACHE": str(cache)}
+    # Every executable is stored (not only those that took JAX's default 1 s to compile), so that whether the
+    # second run compiled anything does not hang on compile times near the threshold.
+    env = {**os.environ, "MEMGYM_COMPILATION_CACHE": str(cache), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
     out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--agent", "a2c-tiny-gru",
                           "--preset", "smoke", "--values", "8", "--seeds", "1", "--results", results],
                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
