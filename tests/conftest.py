@@ -1,9 +1,10 @@
 """The suite's compiler settings, and a test worker's compiled code kept bounded.
 
-Most of the suite's time is XLA compiling small training functions on the CPU, so the suite
-compiles with XLA's backend (LLVM) optimisation off (:data:`TEST_XLA_FLAG`, about 40 % less
-compile time): the same computations are compiled and run, only less optimised machine code
-is made from them. It is added to ``XLA_FLAGS`` (and so reaches every subprocess a test
+Much of the suite's time is XLA compiling small training functions on the CPU, so the suite
+compiles with XLA's backend (LLVM) optimisation off (:data:`TEST_XLA_FLAG`): compile-bound tests
+take 30–50 % less time, the few that train for long up to twice as long, the slow tier about 9 %
+less in all (CONTRIBUTING.md). The same computations are compiled and run, only less optimised
+machine code is made from them. It is added to ``XLA_FLAGS`` (and so reaches every subprocess a test
 starts) unless ``XLA_FLAGS`` already names an optimisation level: ``XLA_FLAGS=
 --xla_backend_optimization_level=3 python -m pytest`` tests at XLA's default. Records a test
 makes name the flag in their backend (:func:`memgym.leaderboard.store.backend`), and a
