@@ -477,13 +477,14 @@ def test_mismatched_tree_structure(kind, jit):
 # --- TBB over many tapes: Alg. 5 across all stored episodes ---------------------------------------
 
 
-def _fill_tapes(lengths_per_tape: list[list[int]], capacity: int):
+def _fill_tapes(lengths_per_tape: list[list[int]], capacity: int, width: int | None = None):
     """Stacked tapes holding episodes of the given lengths; each transition's id encodes (tape, episode, step).
 
     Returns the buffer, the stacked states and ``{episode id: length}`` of every stored episode
-    (a short tape gets one more episode so that every tape adds the same number of transitions).
+    (a tape shorter than ``width``, by default the longest tape, gets one more episode so that every
+    tape adds ``width`` transitions).
     """
-    width = max(sum(lengths) for lengths in lengths_per_tape)
+    width = width or max(sum(lengths) for lengths in lengths_per_tape)
     ids = np.zeros((len(lengths_per_tape), width), np.int32)
     start = np.zeros((len(lengths_per_tape), width), bool)
     stored: dict[int, int] = {}
@@ -514,6 +515,9 @@ def test_tbb_samples_the_tail_of_long_episodes():
     assert seen.all(), f"never sampled step indices {np.flatnonzero(~seen)[:10]}"
 
 
+_sample_stacked = jax.jit(TapeReplay.sample_stacked, static_argnums=(0, 3))  # one compile per tape count and B
+
+
 @SETTINGS
 @given(
     lengths=st.lists(st.lists(st.integers(1, 12), min_size=1, max_size=6), min_size=1, max_size=5),
@@ -523,10 +527,11 @@ def test_tbb_samples_the_tail_of_long_episodes():
 @pytest.mark.slow(seconds=70)
 def test_tbb_stacked_rows_are_stored_transitions_of_whole_episodes(lengths, batch_size, seed):
     """Every sampled row is a stored transition; rows follow their episode step by step from its start
-    (start flags exactly at episode starts), and only the last episode of the batch is cut."""
-    buffer, states, stored = _fill_tapes(lengths, capacity=80)
-    batch_size = min(batch_size, sum(stored.values()))
-    batch = buffer.sample_stacked(states, jax.random.key(seed), batch_size)
+    (start flags exactly at episode starts), and only the last episode of the batch is cut. Every tape
+    is filled to 72 transitions (the most the drawn lengths add up to: a padding episode ends each
+    shorter tape), so that the shapes vary only with the number of tapes and the batch size."""
+    buffer, states, stored = _fill_tapes(lengths, capacity=80, width=72)
+    batch = _sample_stacked(buffer, states, jax.random.key(seed), batch_size)
     ids, start = np.asarray(batch.data), np.asarray(batch.start)
     episode_of, step = ids // 10_000, ids % 10_000
     assert all(e in stored and s < stored[e] for e, s in zip(episode_of.tolist(), step.tolist()))
