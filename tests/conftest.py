@@ -2,15 +2,14 @@
 
 Much of the suite's time is XLA compiling small training functions on the CPU, so the suite
 compiles with XLA's backend (LLVM) optimisation off (:data:`TEST_XLA_FLAG`): compile-bound tests
-take 30–50 % less time, the slow tier about 9 % less in all (CONTRIBUTING.md). The same
-computations are compiled and run, only less optimised machine code is made from them. The flag
-is added to ``XLA_FLAGS`` (and so reaches every subprocess a test starts) unless ``XLA_FLAGS``
-already names an optimisation level: ``XLA_FLAGS=--xla_backend_optimization_level=3 python -m
-pytest`` tests at XLA's default. Records a test makes name the flag in their backend
-(:func:`memgym.leaderboard.store.backend`), and a verification retrains with the flags its
-records name, so the worked submission, made with XLA's defaults, is still retrained with them.
-The few tests that train for long would take up to twice as long at level 0: they are marked
-``xla_default`` and run in a child pytest at XLA's default level (:func:`pytest_pyfunc_call`).
+take 30–50 % less time, the few that train for long up to twice as long, the slow tier about 9 %
+less in all (CONTRIBUTING.md). The same computations are compiled and run, only less optimised
+machine code is made from them. It is added to ``XLA_FLAGS`` (and so reaches every subprocess a test
+starts) unless ``XLA_FLAGS`` already names an optimisation level: ``XLA_FLAGS=
+--xla_backend_optimization_level=3 python -m pytest`` tests at XLA's default. Records a test
+makes name the flag in their backend (:func:`memgym.leaderboard.store.backend`), and a
+verification retrains with the flags its records name, so the worked submission, made with
+XLA's defaults, is still retrained with them.
 
 Every executable XLA compiles on the CPU holds a few memory mappings until its cache
 entry is dropped, and Linux caps a process at ``vm.max_map_count`` (65,530 by default);
@@ -22,18 +21,13 @@ worker above :data:`MAPPINGS_BUDGET` mappings, JAX's caches are cleared.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
-XLA_DEFAULT_FLAG = "--xla_backend_optimization_level=3"  # XLA's own default
-#: Whether this process added :data:`TEST_XLA_FLAG` (False where ``XLA_FLAGS`` already named a level).
-ADDED_TEST_XLA_FLAG = "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")
-if ADDED_TEST_XLA_FLAG:
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
 
 # The suite compiles without JAX's persistent compilation cache (memgym's commands use one by default), so that
@@ -59,24 +53,6 @@ def pytest_collection_modifyitems(items):
     minutes-long test alone at the end of the slow tier."""
     items.sort(key=lambda item: -max((mark.kwargs.get("seconds", 0) for mark in item.iter_markers("slow")),
                                      default=0))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """A test marked ``xla_default`` trains for long enough that XLA's optimised code pays for its compilation
-    (the FFM DQN learning test: 62 s at XLA's default level, 116 s at :data:`TEST_XLA_FLAG`), so it runs in a
-    child pytest at XLA's default level, and its failure report is the child's. Where ``XLA_FLAGS`` names a
-    level (the suite then runs at that level) it runs in this process, like any test."""
-    if pyfuncitem.get_closest_marker("xla_default") is None or not ADDED_TEST_XLA_FLAG:
-        return None
-    flags = os.environ["XLA_FLAGS"].replace(TEST_XLA_FLAG, XLA_DEFAULT_FLAG)
-    child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra", pyfuncitem.nodeid],
-        cwd=pyfuncitem.config.rootpath, env={**os.environ, "XLA_FLAGS": flags}, capture_output=True, text=True)
-    if child.returncode != 0 or not re.search(r"^1 passed", child.stdout, re.M):
-        pytest.fail(f"{pyfuncitem.nodeid}, run in a child pytest with XLA_FLAGS={flags!r}, did not pass "
-                    f"(exit status {child.returncode}):\n{child.stdout[-8000:]}\n{child.stderr[-2000:]}", pytrace=False)
-    return True
 
 
 @pytest.fixture(autouse=True, scope="module")

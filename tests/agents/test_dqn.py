@@ -142,7 +142,6 @@ def test_segment_loss_ignores_padding():
     np.testing.assert_allclose(clean[1]["q_mean"], dirty[1]["q_mean"], rtol=1e-6)
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow
 def test_learns_tmaze_with_tbb_vmapped_over_corridor_lengths():
     """One compiled ``jit(vmap(train))`` call trains two seeds on corridors of length 2 and 4.

@@ -44,7 +44,6 @@ def test_host_loop_rejects_mismatched_envs():
         HostLoop(trainer, vector_env(8, gym.vector.AutoresetMode.NEXT_STEP))
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow
 def test_dqn_host_loop_learns_the_short_maze():
     from memgym.agents.dqn import DQNTrainer

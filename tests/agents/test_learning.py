@@ -47,7 +47,6 @@ def final_success(metrics: dict[str, np.ndarray], config: A2CConfig | PPOConfig,
     return float(success_over_last(metrics, window, config.env_steps_per_update))
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow
 def test_a2c_with_arelit_solves_tmaze_corridor_10():
     config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
@@ -80,7 +79,6 @@ def test_ppo_improves_on_tmaze_corridor_5():
     assert end >= 0.9 and end >= start + 0.3, (start, end)
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow(seconds=52)
 def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     """Repeat First (Easy): say the suit of the episode's first card at each of its 51 steps.
@@ -123,7 +121,6 @@ def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     assert end >= 0.3, (start, end)  # far above random (−0.5); the ε = 0.05 ceiling is ≈ 0.93
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow
 def test_tbb_dqn_learns_a_tmaze_whose_turn_lies_past_a_per_tape_share_of_the_batch():
     """The T-Maze's only informative reward is the turn at the junction, at step L − 1 = 11 or later.

@@ -524,7 +524,7 @@ _sample_stacked = jax.jit(TapeReplay.sample_stacked, static_argnums=(0, 3))  # o
     batch_size=st.integers(1, 40),
     seed=st.integers(0, 2**16),
 )
-@pytest.mark.slow(seconds=70)
+@pytest.mark.slow(seconds=25)
 def test_tbb_stacked_rows_are_stored_transitions_of_whole_episodes(lengths, batch_size, seed):
     """Every sampled row is a stored transition; rows follow their episode step by step from its start
     (start flags exactly at episode starts), and only the last episode of the batch is cut. Every tape

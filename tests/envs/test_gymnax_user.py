@@ -160,7 +160,6 @@ def make_train(num_envs=16, num_steps=32, total_steps=200_704, epochs=4, minibat
     return train
 
 
-@pytest.mark.xla_default
 @pytest.mark.slow
 def test_purejaxrl_style_recurrent_ppo_learns_the_tmaze():
     """Success well above chance (0.5) at a short corridor; the memoryless guess stays near 0.5."""
