@@ -108,3 +108,25 @@ def test_the_jax_tier_rerun_of_the_popgym_board_is_compared_agent_by_agent_in_th
     rows = tier_comparison()
     assert len(rows) == len(json.loads((JAX_TIER_BOARD / "board.json").read_text())["entries"]) >= 10
     assert comparison_table(rows) in (ROOT / "docs" / "popgym_jax.md").read_text(), comparison_table(rows)
+
+
+FIGURE_6 = ROOT / "docs" / "tbb-vs-sbb-cpu"
+
+
+@pytest.mark.slow(seconds=40)  # the report's bootstrap intervals: 80 curves of 21 points, 2,000 resamples each
+def test_the_published_figure_6_study_is_what_its_records_give(tmp_path, capsys):
+    """docs/tbb-vs-sbb-cpu: the whole CPU grid of Figure 6 (4 tasks × 4 models × 5 batchings × 5 seeds) is stored,
+    and its report, plots and study.json are what `memgym experiment tbb-vs-sbb report` writes from its records."""
+    from memgym.experiments import tbb_vs_sbb
+
+    records = sorted(FIGURE_6.glob("*/*/seed*.json"))
+    study = tbb_vs_sbb.make_study("cpu")
+    assert len(records) == len(study.agents()) * len(study.budget.values) * study.budget.seeds == 400
+    assert {json.loads(path.read_text())["status"] for path in records} == {"ok"}
+    hint = "rebuild it with `memgym experiment tbb-vs-sbb report --results docs/tbb-vs-sbb-cpu`"
+    assert main(["experiment", "tbb-vs-sbb", "report", "--results", str(FIGURE_6), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    for name in ("REPORT.md", "study.json"):
+        assert (tmp_path / name).read_text() == (FIGURE_6 / name).read_text(), f"{FIGURE_6 / name}: {hint}"
+    for name in ("curves.png", "returns.png", "sensitivity.png"):
+        assert_same_image(tmp_path / name, FIGURE_6 / name, hint)
