@@ -113,7 +113,7 @@ def test_the_jax_tier_rerun_of_the_popgym_board_is_compared_agent_by_agent_in_th
 FIGURE_6 = ROOT / "docs" / "tbb-vs-sbb-cpu"
 
 
-@pytest.mark.slow(seconds=40)  # the report's bootstrap intervals: 80 curves of 21 points, 2,000 resamples each
+@pytest.mark.slow
 def test_the_published_figure_6_study_is_what_its_records_give(tmp_path, capsys):
     """docs/tbb-vs-sbb-cpu: the whole CPU grid of Figure 6 (4 tasks × 4 models × 5 batchings × 5 seeds) is stored,
     and its report, plots and study.json are what `memgym experiment tbb-vs-sbb report` writes from its records."""

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.leaderboard.stats import iqm, standard_error, stratified_bootstrap, summarize
+from memgym.leaderboard.stats import bootstrap_mean_interval, iqm, standard_error, stratified_bootstrap, summarize
 
 
 def test_iqm_known_values():
@@ -79,6 +79,15 @@ def test_bootstrap_interval_contains_mean_and_shrinks_with_data():
     lo_l, hi_l = stratified_bootstrap([large], lambda s: s[0].mean())
     assert lo_s <= small.mean() <= hi_s and lo_l <= large.mean() <= hi_l
     assert hi_l - lo_l < hi_s - lo_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=64), seed=st.integers(0, 2**16),
+       samples=st.integers(1, 300))
+def test_the_one_array_bootstrap_of_a_mean_is_the_loops_exactly(values, seed, samples):
+    """Fast form == step-by-step reference: every resample at once gives the loop's interval bit for bit."""
+    loop = stratified_bootstrap([np.asarray(values)], lambda s: s[0].mean(), samples=samples, seed=seed)
+    assert bootstrap_mean_interval(np.asarray(values), samples=samples, seed=seed) == loop
 
 
 def test_stratified_resampling_never_mixes_strata():
