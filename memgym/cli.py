@@ -670,6 +670,7 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT  # no JAX
+    from memgym.leaderboard.tracks import TRACKS  # no JAX
 
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
                                                 "lengths; also popgym-repeat-previous and popgym)")
@@ -679,9 +680,10 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
                      help="'package.module:factory' or a registered name, optionally with options, e.g. "
                           "'a2c-arelit[learning_rate=5e-4]' (repeat for several agents)")
     run.add_argument("--preset", default=None,
-                     help="the track's default: tmaze thesis (the thesis protocol: lengths 120-200, 10M steps, 50 "
-                          "seeds; meant for a GPU); also thesis-10-seeds | standard | smoke (a few minutes on a "
-                          "CPU); see `memgym leaderboard list`")
+                     help="default: the track's (tmaze: thesis, the thesis protocol: lengths 120-200, 10M steps, 50 "
+                          "seeds, meant for a GPU). Presets: " + "; ".join(
+                              f"{name}: {' | '.join(track.presets)}" for name, track in TRACKS.items())
+                          + " (smoke: about a minute on a CPU; `memgym leaderboard list` gives each one's budget)")
     _add_cell_flags(run, "default: leaderboard-results for tmaze, leaderboard-results-<track> otherwise")
     run.add_argument("--repeat", action="store_true", help="run finished cells again (kept as repeats)")
     run.add_argument("--no-policies", dest="policies", action="store_false",

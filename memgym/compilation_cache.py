@@ -1,7 +1,7 @@
 """JAX's persistent compilation cache for memgym's commands: compiled code reused across runs.
 
-``memgym train``, ``memgym leaderboard run`` (and ``tune``, ``check``, ``verify``) and
-``memgym experiment run`` store what XLA compiles in a cache folder, so that running the
+``memgym train``, ``memgym leaderboard run`` (and ``tune``, ``check``; not ``verify``, which
+compiles what it checks itself) and ``memgym experiment run`` store what XLA compiles in a cache folder, so that running the
 same agent again loads its training function instead of compiling it (the smoke board's
 three agents compile in most of its time on a CPU). Where the cache lives:
 
@@ -46,17 +46,28 @@ def cache_dir() -> Path | None:
 
 def enable() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`cache_dir` (creating it); returns the folder, or
-    None when the cache is off. A folder that cannot be created is a ``ValueError`` naming the variable."""
+    None when the cache is off. A folder that cannot be used (a file is in its place, it cannot be created,
+    or it is not writable) is a ``ValueError`` naming the variable, rather than a run that JAX's warnings
+    say, entry by entry, it could not cache."""
     folder = cache_dir()
     if folder is None:
         return None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
+    problem = None
+    if folder.exists() and not folder.is_dir():
+        problem = "it is a file, not a folder"
+    else:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            problem = f"it cannot be created ({error.strerror})"
+        else:
+            if not os.access(folder, os.W_OK | os.X_OK):
+                problem = "it is not writable"
+    if problem is not None:
         raise ValueError(
-            f"the compilation cache folder {str(folder)!r} cannot be created ({error.strerror}); set {ENV_VAR} to a "
-            f"writable folder, or {ENV_VAR}=off to compile without a cache"
-        ) from None
+            f"the compilation cache folder {str(folder)!r} cannot be used: {problem}; set {ENV_VAR} to a writable "
+            f"folder, or {ENV_VAR}=off to compile without a cache"
+        )
     import jax
 
     jax.config.update("jax_compilation_cache_dir", str(folder))

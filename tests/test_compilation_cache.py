@@ -31,11 +31,20 @@ def test_the_cache_folder_follows_the_variables(monkeypatch, tmp_path):
         assert compilation_cache.cache_dir() is None and compilation_cache.enable() is None
 
 
-def test_a_folder_that_cannot_be_made_is_a_clear_error(monkeypatch, tmp_path):
+def test_a_folder_that_cannot_be_used_is_a_clear_error(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("MEMGYM_COMPILATION_CACHE", str(blocker / "cache"))
-    with pytest.raises(ValueError, match="MEMGYM_COMPILATION_CACHE"):
+    with pytest.raises(ValueError, match=r"cannot be used: it cannot be created .*set MEMGYM_COMPILATION_CACHE"):
+        compilation_cache.enable()
+    monkeypatch.setenv("MEMGYM_COMPILATION_CACHE", str(blocker))
+    with pytest.raises(ValueError, match=r"'.*a-file' cannot be used: it is a file, not a folder; set MEMGYM_"):
+        compilation_cache.enable()
+    # A folder the user may not write to (faked: as root every folder is writable): refused, not left to JAX's
+    # warnings that it could not store each entry.
+    monkeypatch.setenv("MEMGYM_COMPILATION_CACHE", str(tmp_path / "read-only"))
+    monkeypatch.setattr(compilation_cache.os, "access", lambda path, mode: False)
+    with pytest.raises(ValueError, match=r"cannot be used: it is not writable; .*MEMGYM_COMPILATION_CACHE=off"):
         compilation_cache.enable()
 
 
