@@ -1,9 +1,10 @@
 """JAX's persistent compilation cache for memgym's commands: compiled code reused across runs.
 
 ``memgym train``, ``memgym leaderboard run`` (and ``tune``, ``check``; not ``verify``, which
-compiles what it checks itself) and ``memgym experiment run`` store what XLA compiles in a cache folder, so that running the
-same agent again loads its training function instead of compiling it (the smoke board's
-three agents compile in most of its time on a CPU). Where the cache lives:
+compiles what it checks itself) and ``memgym experiment run`` store what XLA compiles in a
+cache folder, so that running the same agent again loads its training function instead of
+compiling it (the smoke board's three agents compile in most of its time on a CPU). Where the
+cache lives:
 
 * ``MEMGYM_COMPILATION_CACHE=DIR`` puts it in ``DIR``; ``MEMGYM_COMPILATION_CACHE=off``
   (or ``0``, ``false``, ``no``, empty) turns it off;
