@@ -33,7 +33,6 @@ pure-JAX twin with identical dynamics.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -70,16 +69,6 @@ def validate_config(
     num_distractors = check_int("num_distractors", num_distractors, low=0)
     max_episode_steps = check_int("max_episode_steps", max_episode_steps, low=1)
     return corridor_length, num_distractors, gray_bits, max_episode_steps
-
-
-def warn_if_unreachable(corridor_length: int, max_episode_steps: int) -> None:
-    """Warn when no episode can end at the junction: reaching it and turning takes ``corridor_length`` steps
-    (``corridor_length - 1`` up, one turn), so with fewer allowed every episode times out (a failure)."""
-    if max_episode_steps < corridor_length:
-        warnings.warn(
-            f"max_episode_steps={max_episode_steps} is less than corridor_length={corridor_length}: reaching the "
-            f"junction and turning takes {corridor_length} steps, so every episode times out; allow at least "
-            f"{corridor_length} steps", UserWarning, stacklevel=3)
 
 
 def gray_code(position: np.ndarray | int) -> np.ndarray | int:
@@ -222,7 +211,6 @@ class TMazeEnv(gym.Env):
             self.gray_bits,
             self.max_episode_steps,
         ) = validate_config(corridor_length, num_distractors, gray_bits, max_episode_steps)
-        warn_if_unreachable(self.corridor_length, self.max_episode_steps)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
@@ -321,7 +309,6 @@ def own_time_limit(env: gym.Env) -> gym.Env:
     if not isinstance(maze, TMazeEnv):
         raise TypeError(f"own_time_limit is the T-Maze's additional wrapper, got {maze!r}")
     limit = check_int("max_episode_steps", env.spec.max_episode_steps, low=1)
-    warn_if_unreachable(maze.corridor_length, limit)
     maze.max_episode_steps = limit
     if maze.spec is not None:
         maze.spec.kwargs["max_episode_steps"] = limit

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -118,8 +117,6 @@ def test_walls_bump_and_clamp():
         assert (env.position, reward, terminated, truncated) == (position, -0.1, False, False)
 
 
-# Limits shorter than the corridor, on purpose (TMazeEnv warns that such episodes all time out).
-@pytest.mark.filterwarnings("ignore:max_episode_steps=.* is less than corridor_length")
 def test_timeout_truncates_and_counts_as_failure():
     env = TMazeEnv(corridor_length=10, max_episode_steps=5)
     _, rewards, info, terminated, truncated = run_policy(env, lambda o, e: 0, seed=0)
@@ -144,8 +141,6 @@ def wrapper_chain(env: gym.Env) -> list[str]:
     return names
 
 
-# Limits shorter than the corridor, on purpose (TMazeEnv warns that such episodes all time out).
-@pytest.mark.filterwarnings("ignore:max_episode_steps=.* is less than corridor_length")
 def test_time_limit_given_to_gymnasium_make_is_the_envs_own():
     """One owner: gymnasium.make's max_episode_steps becomes the T-Maze's limit, with no TimeLimit over it."""
     env = gym.make("memgym/TMaze-v0", corridor_length=10, max_episode_steps=200)
@@ -167,19 +162,6 @@ def test_time_limit_given_to_gymnasium_make_is_the_envs_own():
     assert [e.unwrapped.max_episode_steps for e in vector.envs] == [9, 9]
     with pytest.raises(ValueError, match="max_episode_steps"):
         gym.make("memgym/TMaze-v0", max_episode_steps=True)
-
-
-def test_a_limit_that_no_episode_can_meet_is_warned_about():
-    """Reaching the junction and turning takes corridor_length steps: a shorter limit fails every episode."""
-    with pytest.warns(UserWarning, match=r"max_episode_steps=9 is less than corridor_length=10: .* at least 10"):
-        TMazeEnv(corridor_length=10, max_episode_steps=9)
-    with pytest.warns(UserWarning, match=r"max_episode_steps=50 is less than corridor_length=200"):
-        gym.make("memgym/TMaze-v0", corridor_length=200, max_episode_steps=50)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        env = gym.make("memgym/TMaze-v0", corridor_length=10, max_episode_steps=10)  # just enough
-    _, rewards, info, terminated, truncated = run_policy(env.unwrapped, optimal, seed=0)
-    assert terminated and not truncated and info["success"] and len(rewards) == 10
 
 
 def test_distractors_are_fair_and_fresh():

@@ -97,8 +97,6 @@ def _run_gym(length: int, actions, goal: int, max_steps: int = 1000):
     return out
 
 
-# Limits shorter than the corridor, on purpose (TMazeEnv warns that such episodes all time out).
-@pytest.mark.filterwarnings("ignore:max_episode_steps=.* is less than corridor_length")
 @settings(max_examples=40, deadline=None)
 @given(
     length=st.integers(1, 256),
