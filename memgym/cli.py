@@ -259,7 +259,7 @@ def _budget_and_results(args: argparse.Namespace, track, default_results: str):
     except ValueError as error:
         raise ValueError(f"--values {','.join(args.values)}: {error}") from None
     budget = track.preset(args.preset, values=values, seeds=args.seeds, total_steps=args.steps,
-                          eval_episodes=args.eval_episodes)
+                          eval_episodes=args.eval_episodes, first_seed=args.first_seed)
     results = args.results or default_results
     store = track.store(results)
     try:
@@ -273,8 +273,14 @@ def _budget_and_results(args: argparse.Namespace, track, default_results: str):
 
 def _announce(command: str, track, budget, results: str) -> None:
     print(f"{command} ({track.title}): preset {budget.name}, {track.sweep.plural.replace('_', ' ')} "
-          f"{list(budget.values)}, {budget.seeds} seeds, {budget.total_steps:,} steps per cell -> {results}",
+          f"{list(budget.values)}, {_seeds(budget)}, {budget.total_steps:,} steps per cell -> {results}",
           flush=True)
+
+
+def _seeds(budget) -> str:
+    """``5 seeds``, or ``5 seeds (100-104)`` for a preset whose seeds do not start at 0."""
+    seeds = budget.seed_range
+    return f"{budget.seeds} seeds" + (f" ({seeds[0]}-{seeds[-1]})" if seeds[0] else "")
 
 
 def _backend(args: argparse.Namespace):
@@ -418,7 +424,7 @@ def cmd_leaderboard_list(args: argparse.Namespace) -> int:
         for budget in track.presets.values():
             default = " (default)" if budget.name == track.default_preset else ""
             print(f"  {budget.name:16s} {track.sweep.plural.replace('_', ' ')} {list(budget.values)}, "
-                  f"{budget.seeds} seeds, {budget.total_steps:,} steps, eval {budget.eval_episodes} episodes{default}")
+                  f"{_seeds(budget)}, {budget.total_steps:,} steps, eval {budget.eval_episodes} episodes{default}")
     return 0
 
 
@@ -610,6 +616,9 @@ def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> No
                         help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths), "
                              "Easy,Hard (popgym-repeat-previous) or RepeatFirstEasy,CountRecallEasy (popgym)")
     _add_budget_flags(parser)
+    parser.add_argument("--first-seed", type=_bounded("--first-seed"), default=None,
+                        help="the first training seed (seeds FIRST … FIRST + seeds − 1; default: the preset's, 0 for "
+                             "every preset but a tuning one, whose seeds lie past the board's)")
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
                         help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")

@@ -68,6 +68,10 @@ class ActorCriticFields(Schedule):
     """width of the actor and critic heads' hidden layers"""
     head_layers: int = 2
     """hidden tanh layers of the actor and critic heads"""
+    policy_gain: float = 0.01
+    """gain of the orthogonal initialisation of the policy logits: 0.01 starts from a near-uniform policy; the thesis
+    authors' code uses √2 (1.4142…), which starts each seed from a peaked policy of its own, one that can walk a
+    long T-Maze corridor to its junction (docs/reproduction.md: a uniform policy never reaches L = 128)"""
     bootstrap_truncated: bool = True
     """on a time-limit truncation bootstrap from the value of the cut-off observation
     (else treat it as terminal)"""
@@ -85,6 +89,7 @@ class ActorCriticFields(Schedule):
         check_real("gae_lambda", self.gae_lambda, 0.0, 1.0)
         check_real("entropy_coef", self.entropy_coef, 0.0)
         check_real("value_coef", self.value_coef, 0.0)
+        check_real("policy_gain", self.policy_gain, 0.0, include_low=False)
         check_flag(bootstrap_truncated=self.bootstrap_truncated, anneal_lr=self.anneal_lr)
         check_int("replay_chunk_size", self.replay_chunk_size, 0, why="0 replays the whole rollout at once")
         self.check_schedule()
@@ -115,7 +120,7 @@ class ActorCriticTrainer(BaseTrainer):
         super().__init__(config, env, example_params)
         self.network = ActorCritic(
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
-            config.head_layers, self.spec.image_shape,
+            config.head_layers, self.spec.image_shape, config.policy_gain,
         )
         model = memory_lib.model_class(self.memory_name)
         if config.replay_chunk_size and not getattr(model, "carry_passes_gradients", True):

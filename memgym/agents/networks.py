@@ -3,7 +3,8 @@
 Thesis §5.1.2: "a shared representation learning layer followed by separate actor
 and critic heads … a 2-layer neural network with tanh activations" of width 128.
 Heads use orthogonal initialisation (gain √2 for hidden layers, 0.01 for the
-policy logits, 1 for the value), the usual A2C/PPO choice.
+policy logits, 1 for the value), the usual A2C/PPO choice; the policy logits' gain is
+an option (``policy_gain``: the thesis authors' code uses √2).
 
 Observations pass an :class:`~memgym.agents.encoders.ObservationEncoder` first
 (a ResNet when they hold an image). Both networks take one stream — ``obs[T, O]``, ``start[T]``, a memory carry — and
@@ -48,6 +49,7 @@ class ActorCritic(nn.Module):
     head_width: int = 128
     head_layers: int = 2
     image_shape: tuple[int, int, int] | None = None  # observations hold an image (see agents.encoders)
+    policy_gain: float = 0.01  # orthogonal gain of the policy logits (ActorCriticFields.policy_gain)
 
     def initialize_carry(self) -> Carry:
         return memory_carry(self.memory_name, self.memory_config)
@@ -58,7 +60,7 @@ class ActorCritic(nn.Module):
         features, carry = memory_lib.model_class(self.memory_name)(**dict(self.memory_config), name="memory")(
             inputs, start, carry
         )
-        logits = mlp(self.head_width, self.head_layers, self.num_actions, 0.01, "actor")(features)
+        logits = mlp(self.head_width, self.head_layers, self.num_actions, self.policy_gain, "actor")(features)
         value = mlp(self.head_width, self.head_layers, 1, 1.0, "critic")(features)[:, 0]
         return logits, value, carry
 

@@ -13,6 +13,7 @@ STEPS = Limit(1, MAX_TOTAL_STEPS, True, "2**31-1: the JAX tier counts a cell's s
 SEEDS = Limit(1, 1000, True, "the seeds of a value train as one batch")
 EVAL_EPISODES = Limit(1, 1000, True, "evaluation seeds are 2000003 + 1000*value + episode: more episodes would "
                                      "replay the next value's")
+FIRST_SEED = Limit(0, 2**31 - 1000, True, "a cell's training key is jax.random.key(seed): seeds are int32")
 SECONDS = Limit(0, 1e6, False, "1e6 s is 11.6 days; the alarm timer overflows on huge values", open_low=True)
 CPUS = Limit(0, 1024, False, open_low=True)
 GPUS = Limit(0, 1024, False)
@@ -20,5 +21,6 @@ GPUS = Limit(0, 1024, False)
 # ``memgym leaderboard check``: each call into the agent (a JAX call's compilation included) must return by then.
 DEFAULT_STEP_TIMEOUT = 120.0
 
-LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--eval-episodes": EVAL_EPISODES, "--cell-timeout": SECONDS,
+LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--first-seed": FIRST_SEED, "--eval-episodes": EVAL_EPISODES,
+          "--cell-timeout": SECONDS,
           "--step-timeout": SECONDS, "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}

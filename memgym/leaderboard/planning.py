@@ -80,7 +80,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
         (kind, _, _, reason), version = inspected[spec], versions[spec]
         grid = []
         for value in budget.values:
-            missing = [(value, seed) for seed in range(budget.seeds)
+            missing = [(value, seed) for seed in budget.seed_range
                        if _missing(store, spec, version, value, seed) or repeat]
             if reason is not None or whole_grid and kind == "jax" and not track.per_value_env:
                 grid += missing

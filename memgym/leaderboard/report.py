@@ -84,7 +84,8 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
         row["results"][(record[sweep.name], record["seed"])].append(record)
         row["tiers"] = row.get("tiers", set()) | {record.get("tier")}
         row["planned"] |= {(value, seed) for value in budget.get(sweep.plural) or ()
-                           for seed in range(int(budget.get("seeds", 0)))}
+                           for seed in range(int(budget.get("first_seed", 0)),
+                                             int(budget.get("first_seed", 0)) + int(budget.get("seeds", 0)))}
     entries, failed = [], []
     for (spec, version, budget), row in rows.items():
         cells = sorted(row["planned"] | set(row["results"]), key=lambda c: (sweep.index(c[0]), c[1]))

@@ -285,7 +285,7 @@ def offline_problems(submission: Submission) -> list[str]:
         problems.append(f"no source of the agent's module {submission.module()!r} was found"
                         + ("" if submission.code_dir is None else " in the submission's code folder"))
     digest = code_hash(modules)
-    planned = {(value, seed) for value in budget.values for seed in range(budget.seeds)}
+    planned = {(value, seed) for value in budget.values for seed in budget.seed_range}
     present, expected_budget = set(), json.loads(json.dumps(track.budget_record(budget)))  # as records hold it
     try:
         records = list(track.records(store))
@@ -315,7 +315,7 @@ def offline_problems(submission: Submission) -> list[str]:
         cell = (record[track.sweep.name], record["seed"])
         if cell not in planned:
             problems.append(f"record {where} is of {track.sweep.column(cell[0])} seed {cell[1]}, outside the grid of "
-                            f"preset {budget.name!r} ({len(budget.values)} values x seeds 0-{budget.seeds - 1})")
+                            f"preset {budget.name!r} ({len(budget.values)} values x seeds {budget.seed_range[0]}-{budget.seed_range[-1]})")
             continue
         inconsistent = _inconsistency(record, track, budget)
         if inconsistent:

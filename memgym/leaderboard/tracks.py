@@ -117,12 +117,14 @@ class Preset:
     Attributes:
         name: the preset's name (a changed grid is named ``<name>+custom``).
         values: the values of the track's swept parameter (T-Maze: corridor lengths).
-        seeds: training seeds per value (seeds ``0 … seeds−1``).
+        seeds: training seeds per value (seeds ``first_seed … first_seed + seeds − 1``).
         total_steps: training budget per cell, in environment steps.
         train_window: training score is measured over the last ``train_window`` steps (thesis: 100K).
         eval_episodes: post-training evaluation episodes per cell.
         max_episode_steps: an episode's time limit (a timeout is a finished episode; in T-Maze a
             failure); None: the environment's own episode end.
+        first_seed: the first training seed (a tuning preset starts past a board's seeds, so that the
+            configuration a board scores was never selected on the seeds it is scored on).
     """
 
     name: str
@@ -132,6 +134,7 @@ class Preset:
     train_window: int
     eval_episodes: int
     max_episode_steps: int | None = None
+    first_seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", tuple(self.values))
@@ -141,6 +144,12 @@ class Preset:
         check_int("train_window", self.train_window, 1, self.total_steps, why="at most total_steps")
         check_positive(eval_episodes=self.eval_episodes)
         check_optional_positive("max_episode_steps", self.max_episode_steps, "the environment's own episode end")
+        check_int("first_seed", self.first_seed, 0)
+
+    @property
+    def seed_range(self) -> range:
+        """The training seeds of every value: ``first_seed … first_seed + seeds − 1``."""
+        return range(self.first_seed, self.first_seed + self.seeds)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -246,6 +255,8 @@ class Track:
         """A budget as records store it (``values`` under the sweep's ``plural`` name)."""
         record = dataclasses.asdict(budget)
         record[self.sweep.plural] = record.pop("values")
+        if not record["first_seed"]:
+            del record["first_seed"]  # seeds from 0: stored as before the field existed
         return record
 
     def budget_from_record(self, record: dict[str, Any]) -> Preset:

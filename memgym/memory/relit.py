@@ -20,11 +20,26 @@ Because the decay is an outer product, products of decays stay outer products:
 the monoid stores two vectors instead of a ``[d_h, η d_h]`` decay matrix. A
 stream's carry is just ``(C, s)``: ``d_h · η d_h + η d_h`` floats per head
 (16640 for d_h = 64, η = 4: thesis Table 5.1).
+
+**The thesis authors' code gates ``C`` otherwise** (``update_rule: projected_sigmoid``
+of their GaLiTe layer, the ReLiT of their published T-Maze config): the write is the
+same, but the state is kept with ``1 − β⊗γ`` instead of eq. 3.5's ``(1−β) ⊗ (1−γ)``,
+
+    C_t = (1 − β_t ⊗ γ_t) ⊙ C_{t−1} + (β_t ⊙ v_t) ⊗ (γ_t ⊙ k_t),
+
+a convex combination, per entry, of the old state and ``v_t ⊗ k_t`` (``s_t`` as eq. 3.6).
+Eq. 3.5 keeps an entry only where both gates are near 0; this form, where either is. At
+initialisation (``β ≈ 1/2``, ``γ = σ·σ ≈ 1/4``) eq. 3.5 keeps about 3/8 of ``C`` per step
+and this form 7/8, so a cue written 64 steps back is down by about 1e-27 against 2e-4
+(docs/reproduction.md measures what that does to learning). ``decay="convex"`` selects it.
+Its decay has no outer-product form, so its monoid carries the ``[d_h, η d_h]`` decay
+matrix, ``(D, w, C, s) • (D', w', C', s') = (D D', w w', D' ⊙ C + C', w' s + s')``, and it
+trains with the recurrent scan (no chunkwise-parallel form).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -35,17 +50,22 @@ from memgym.memory.chunkwise import GatedHead
 from memgym.memory.monoid import Monoid
 from memgym.memory.monoid_memory import Tape
 from memgym.memory.transformer import MonoidAttentionTransformer
-from memgym.validation import check_optional_positive, check_positive
+from memgym.validation import check_choice, check_optional_positive, check_positive
+
+DECAYS = ("product", "convex")  # eq. 3.5's (1−β) ⊗ (1−γ); the thesis authors' code's 1 − β ⊗ γ
 
 
-def relit_monoid() -> Monoid:
-    """The gated outer-product recurrence of eq. 3.5–3.6 as a monoid (see module docstring)."""
+def relit_monoid(decay: str = "product") -> Monoid:
+    """The gated recurrence of eq. 3.5–3.6 as a monoid; ``decay="convex"``: the authors' code's form
+    (module docstring), whose first leaf is the whole ``[d_h, η d_h]`` decay."""
+    check_choice("decay", decay, DECAYS)
 
     def op(a, b):
         u, w, c, s = a
         u2, w2, c2, s2 = b
-        decay = u2[..., :, None] * w2[..., None, :]
-        return u * u2, w * w2, decay * c + c2, w2 * s + s2
+        if decay == "convex":
+            return u * u2, w * w2, u2 * c + c2, w2 * s + s2
+        return u * u2, w * w2, u2[..., :, None] * w2[..., None, :] * c + c2, w2 * s + s2
 
     def identity(like):
         u, w, c, s = like
@@ -92,18 +112,25 @@ class ReLiTAttention(ReLiTFeatures):
     Attributes:
         sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form
             (:mod:`memgym.memory.chunkwise`); ``None``: the recurrent scan.
+        decay: how ``C`` is kept: ``"product"``, eq. 3.5's ``(1−β) ⊗ (1−γ)``, or ``"convex"``,
+            the thesis authors' code's ``1 − β ⊗ γ`` (module docstring; recurrent scan only).
     """
 
     sub_chunk_size: int | None = 16
-
-    chunkwise: ClassVar[bool] = True
+    decay: str = "product"
 
     def check(self) -> None:
         super().check()
         check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
+        check_choice("decay", self.decay, DECAYS)
+
+    @property
+    def chunkwise(self) -> bool:  # type: ignore[override]
+        """Eq. 3.5's outer-product decay has the chunkwise-parallel form; the convex decay has not."""
+        return self.decay == "product"
 
     def monoid(self) -> Monoid:
-        return relit_monoid()
+        return relit_monoid(self.decay)
 
     def initial_head_carry(self) -> tuple[jax.Array, jax.Array]:
         """``(C [d_h, η d_h], s [η d_h])``, zeros."""
@@ -113,7 +140,7 @@ class ReLiTAttention(ReLiTFeatures):
     def element_from_carry(self, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
         """``(1, 1, C, s)``: the decays start at the identity."""
         c, s = carry
-        return jnp.ones(c.shape[0]), jnp.ones(s.shape[0]), c, s
+        return jnp.ones(c.shape if self.decay == "convex" else c.shape[0]), jnp.ones(s.shape[0]), c, s
 
     def carry_from_element(self, element: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
         return element[2], element[3]
@@ -125,11 +152,13 @@ class ReLiTAttention(ReLiTFeatures):
         return Tape(inputs=(v, k, beta, gamma), queries=q)
 
     def encode(self, inputs: tuple[Any, ...]) -> tuple[jax.Array, ...]:
-        """Eq. 3.5–3.6 inputs: ``(1−β, 1−γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)`` (built per chunk)."""
+        """Eq. 3.5–3.6 inputs: ``(1−β, 1−γ, (β⊙v) ⊗ (γ⊙k), γ⊙k)`` (built per chunk); with the convex decay
+        the first is ``1 − β ⊗ γ``."""
         v, k, beta, gamma = inputs
         gamma = outer_flat(*gamma)
         bv, gk = beta * v, gamma * outer_flat(*k)
-        return 1.0 - beta, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
+        keep = 1.0 - beta[..., :, None] * gamma[..., None, :] if self.decay == "convex" else 1.0 - beta
+        return keep, 1.0 - gamma, bv[..., :, None] * gk[..., None, :], gk
 
     def read(self, states: tuple[jax.Array, ...], queries: tuple[jax.Array, jax.Array], weights: tuple = ()) -> jax.Array:
         """``a_t = C_t q_t / (s_t · q_t)`` ``[K, d_h]`` (Alg. 5); ``q_t`` from its factor pair."""
@@ -159,19 +188,23 @@ class ReLiTTransformer(MonoidAttentionTransformer):
         chunk_size: tape chunk length of the attention scans (``None``: one chunk).
         sub_chunk_size: steps per sub-chunk of the chunkwise-parallel training form (``None``: train with
             the recurrent scan, one ``d_h × η d_h`` state per step).
+        decay: how ``C`` is kept: ``"product"``, eq. 3.5's ``(1−β) ⊗ (1−γ)``, or ``"convex"``, the thesis
+            authors' code's ``1 − β ⊗ γ`` (trains with the recurrent scan; module docstring).
     """
 
     eta: int = 4
     chunk_size: int | None = 64
     sub_chunk_size: int | None = 16
+    decay: str = "product"
 
     def check(self) -> None:
         super().check()
         check_positive(eta=self.eta)
         check_optional_positive("sub_chunk_size", self.sub_chunk_size, "the recurrent scan")
+        check_choice("decay", self.decay, DECAYS)
 
     def mixer(self, **module_kwargs: Any) -> ReLiTAttention:
         return ReLiTAttention(
             self.features, self.num_heads, self.head_size, self.chunk_size, eta=self.eta,
-            sub_chunk_size=self.sub_chunk_size, **module_kwargs,
+            sub_chunk_size=self.sub_chunk_size, decay=self.decay, **module_kwargs,
         )

@@ -81,3 +81,24 @@ def test_image_encoder_kernels_are_orthogonal():
         m = kernel.reshape(-1, kernel.shape[-1])
         gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
         np.testing.assert_allclose(gram, 2.0 * np.eye(len(gram)), atol=2e-4, err_msg=path)
+
+
+@pytest.mark.parametrize("gain", [0.01, math.sqrt(2.0)])
+def test_the_policy_logits_take_the_configured_gain(gain):
+    """``policy_gain`` sets the policy logits' orthogonal gain (0.01 by default; the thesis authors' code's √2)."""
+    from memgym.agents.a2c import A2CConfig
+    from memgym.agents.registry import make_trainer
+    from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+
+    config = A2CConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8, policy_gain=gain)
+    trainer = make_trainer(config, TMazeJax(), tmaze_params(8))
+    params = trainer.init(jax.random.key(0), tmaze_params(8)).params
+    kernel = [k for p, k in kernels(params).items() if p.endswith("actor_out/kernel")][0]
+    np.testing.assert_allclose(kernel.T @ kernel, gain**2 * np.eye(kernel.shape[1]), atol=1e-5 * max(gain**2, 1.0))
+
+
+def test_a_policy_gain_that_is_not_positive_is_refused():
+    from memgym.agents.a2c import A2CConfig
+
+    with pytest.raises(ValueError, match="policy_gain"):
+        A2CConfig(memory="tiny-gru", policy_gain=0.0)

@@ -101,3 +101,36 @@ def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
               str(results))
     assert bad.returncode == 2 and "expected comma-separated positive numbers, got '1e-3,-1'" in bad.stderr
     assert not results.exists()
+
+
+def test_a_preset_numbers_its_seeds_from_first_seed_and_stores_seeds_from_0_as_before():
+    budget = tracks.TMAZE.preset("smoke", seeds=3, first_seed=100)
+    assert list(budget.seed_range) == [100, 101, 102] and budget.name == "smoke+custom"
+    assert tracks.TMAZE.budget_record(budget)["first_seed"] == 100
+    assert tracks.TMAZE.budget_from_record(tracks.TMAZE.budget_record(budget)) == budget
+    plain = tracks.TMAZE.preset("smoke")
+    assert list(plain.seed_range) == [0, 1] and "first_seed" not in tracks.TMAZE.budget_record(plain)
+    with pytest.raises(ValueError, match="first_seed"):
+        tracks.TMAZE.preset("smoke", first_seed=-1)
+
+
+@pytest.mark.slow
+def test_first_seed_trains_and_scores_the_seeds_it_names(tmp_path, capsys):
+    """``--first-seed``: the cells are seeds FIRST …, stored, counted and resumed as such; the board plans them."""
+    results = tmp_path / "r"
+    argv = ["leaderboard", "run", "--agent", "a2c-tiny-mlp", "--preset", "smoke", "--values", "4", "--seeds", "2",
+            "--first-seed", "7", "--steps", "2048", "--eval-episodes", "8", "--results", str(results)]
+    assert main(argv) == 0
+    assert "2 seeds (7-8)" in capsys.readouterr().out
+    records = list(tracks.TMAZE.records(tracks.TMAZE.store(results)))
+    assert sorted(r["seed"] for r in records) == [7, 8] and all(r["status"] == "ok" for r in records)
+    assert all(r["preset"]["first_seed"] == 7 for r in records)
+    board = json.loads((results / "board.json").read_text())
+    [entry] = board["entries"]
+    assert entry["cells"]["planned"] == 2 and entry["cells"]["ok"] == 2 and entry["complete"]
+    assert main(argv) == 0
+    assert "all 2 seeds stored, skipping" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main([*argv[:-2], "--first-seed", "-1", "--results", str(tmp_path / "other")])
+    assert refused.value.code == 2 and not (tmp_path / "other").exists()
+    assert "--first-seed must be an integer >= 0, got first_seed=-1" in capsys.readouterr().err

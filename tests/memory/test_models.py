@@ -33,7 +33,15 @@ SMALL = {
     "mlp": dict(features=16),  # memoryless: the laws hold trivially (empty carry, no cross-step flow)
     "memax": dict(model="GDN", features=16),  # memax's Gated DeltaNet through the adapter
 }
+# A model with an option that changes its recurrence, run through the behaviour tests too (name: (model, options)).
+VARIANTS = {"relit-convex": ("relit", {**SMALL["relit"], "decay": "convex"})}  # the thesis authors' code's gating
+WITH_VARIANTS = pytest.mark.parametrize("name", sorted(SMALL) + sorted(VARIANTS))
 ATOL = 2e-4
+
+
+def model_config(name: str) -> tuple[str, dict]:
+    """``(registered model, options)`` of a ``SMALL`` or ``VARIANTS`` name."""
+    return VARIANTS.get(name, (name, SMALL.get(name, {})))
 
 
 class Jitted:
@@ -49,7 +57,7 @@ class Jitted:
 def build(name: str):
     """The model (its ``apply`` jitted) and its parameters, made once per model for the whole module, so that
     every test of a model reuses one compilation per tape shape."""
-    model = memory.make(name, **SMALL[name])
+    model = memory.make(*model_config(name)[:1], **model_config(name)[1])
     x = jnp.zeros((3, IN))
     params = model.init(jax.random.key(0), x, jnp.zeros(3, bool), model.initialize_carry())
     return Jitted(model), params
@@ -73,13 +81,13 @@ def test_registry_knows_every_name_and_rejects_unknown():
         memory.make("lstm", features=4, bogus=1)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@WITH_VARIANTS
 def test_streaming_equals_tape(name):
     model, params = build(name)
     x, start = random_tape(0, 23, [9, 14])
     apply = model.apply
     y_tape, carry_tape = apply(params, x, start, model.initialize_carry())
-    assert y_tape.shape == (23, SMALL[name]["features"])
+    assert y_tape.shape == (23, model_config(name)[1]["features"])
     carry = model.initialize_carry()
     steps = []
     for t in range(23):
@@ -90,7 +98,7 @@ def test_streaming_equals_tape(name):
         np.testing.assert_allclose(a, b, atol=ATOL, rtol=1e-3)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@WITH_VARIANTS
 def test_carry_continues_across_calls(name):
     model, params = build(name)
     x, start = random_tape(1, 40, [40])
@@ -100,7 +108,7 @@ def test_carry_continues_across_calls(name):
     np.testing.assert_allclose(jnp.concatenate([first, second]), whole, atol=ATOL, rtol=1e-3)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@WITH_VARIANTS
 def test_reset_isolation(name):
     model, params = build(name)
     lengths = [7, 1, 12, 5, 9]
@@ -119,7 +127,7 @@ def test_reset_isolation(name):
         offset += length
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@WITH_VARIANTS
 def test_finite_values_and_gradients_on_a_long_tape(name):
     model, params = build(name)
     x, start = random_tape(4, 10_000, [2_500, 7_500])
@@ -135,7 +143,7 @@ def test_finite_values_and_gradients_on_a_long_tape(name):
     assert any(np.any(g != 0) for g in leaves)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@WITH_VARIANTS
 def test_vmap_over_a_batch_of_streams(name):
     model, params = build(name)
     xs = jnp.stack([random_tape(s, 11, [11])[0] for s in range(3)])
@@ -302,3 +310,8 @@ def test_unknown_model_name_lists_the_registered_ones():
             memory.make(bad)
         with pytest.raises(ValueError, match="unknown memory model name"):
             memory.model_class(bad)
+
+
+def test_relit_decay_is_one_of_its_two_forms():
+    with pytest.raises(ValueError, match="decay must be one of 'product', 'convex', got decay='outer'"):
+        memory.make("relit", **{**SMALL["relit"], "decay": "outer"}).initialize_carry()

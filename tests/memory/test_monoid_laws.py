@@ -111,13 +111,21 @@ HEAD_DIM, KEY_WIDTH, COMPONENTS = STATE, 2 * STATE, 3
 ATTENTION_CONFIGS = {
     "linear_attention": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM),
     "relit": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM, eta=KEY_WIDTH // HEAD_DIM),
+    # the thesis authors' code's gating, 1 − β ⊗ γ (memgym.memory.relit's docstring)
+    "relit-convex": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM, eta=KEY_WIDTH // HEAD_DIM,
+                         decay="convex"),
     "arelit": dict(features=8, num_layers=1, num_heads=1, head_dim=HEAD_DIM, eta=KEY_WIDTH // HEAD_DIM, r=COMPONENTS - 1),
 }
 
 
+def attention_model(name: str) -> str:
+    """The registered model of an ``ATTENTION_CONFIGS`` key (``relit-convex`` is ``relit`` with an option)."""
+    return name.split("-")[0]
+
+
 def attention_monoid(name: str) -> Callable[[], Monoid]:
     """The monoid a registered linear-attention model's mixer really scans (``mixer.monoid()``)."""
-    return lambda: memory.make(name, **ATTENTION_CONFIGS[name]).mixer(parent=None).monoid()
+    return lambda: memory.make(attention_model(name), **ATTENTION_CONFIGS[name]).mixer(parent=None).monoid()
 
 
 BUILDERS: dict[str, Callable[..., Monoid]] = {
@@ -182,6 +190,16 @@ def relit_element_strategy(batch: int) -> st.SearchStrategy:
     )
 
 
+def relit_convex_element_strategy(batch: int) -> st.SearchStrategy:
+    # (D [D, E], w [E], C [D, E], s [E]): the whole decay of C (1 − β ⊗ γ), the key decay, state, normaliser.
+    return st.tuples(
+        decay_array((batch, HEAD_DIM, KEY_WIDTH)),
+        decay_array((batch, KEY_WIDTH)),
+        real_array((batch, HEAD_DIM, KEY_WIDTH), 3.0),
+        real_array((batch, KEY_WIDTH), 3.0),
+    )
+
+
 def arelit_element_strategy(batch: int) -> st.SearchStrategy:
     # (u [D], w [E], V [R, D], K [R, E], s [E]): decays, the r + 1 value / key components, normaliser.
     return st.tuples(
@@ -210,6 +228,7 @@ CASES = [
     Case("linear_attention", NO_PARAMS, linear_attention_element_strategy),
     Case("linear_attention_monoid", NO_PARAMS, linear_attention_monoid_element_strategy),
     Case("relit", NO_PARAMS, relit_element_strategy),
+    Case("relit-convex", NO_PARAMS, relit_convex_element_strategy),
     Case("arelit", NO_PARAMS, arelit_element_strategy),
 ]
 # Scans: the affine monoid (non-commutative, so direction matters), S5 (complex; LRU shares its
@@ -420,7 +439,7 @@ def test_model_monoids_compute_their_recurrences(name: str, data: st.DataObject)
 
 def attention_mixer(name: str):
     """The (unbound) self-attention module of one layer of the registered model ``name``."""
-    return memory.make(name, **ATTENTION_CONFIGS[name]).mixer(parent=None)
+    return memory.make(attention_model(name), **ATTENTION_CONFIGS[name]).mixer(parent=None)
 
 
 @functools.partial(jax.jit, static_argnames="name")
@@ -443,7 +462,8 @@ def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObj
 
     * linear attention (Alg. 4): ``C_t = C_{t−1} + v_t ⊗ k_t``, ``s_t = s_{t−1} + k_t``;
     * ReLiT (Alg. 5, eq. 3.5–3.6): ``C_t = ((1−β_t) ⊗ (1−γ_t)) ⊙ C_{t−1} + (β_t ⊙ v_t) ⊗ (γ_t ⊙ k_t)``,
-      ``s_t = (1−γ_t) ⊙ s_{t−1} + γ_t ⊙ k_t``;
+      ``s_t = (1−γ_t) ⊙ s_{t−1} + γ_t ⊙ k_t``; with the thesis authors' code's gating (``relit-convex``)
+      ``C_t = (1 − β_t ⊗ γ_t) ⊙ C_{t−1} + (β_t ⊙ v_t) ⊗ (γ_t ⊙ k_t)``;
     * AReLiT (Alg. 6, eq. 4.20–4.21): for ``k = 0 … r``, ``ṽ_t^k = (1−β_t) ⊙ ṽ_{t−1}^k + cos(2πkt/r) β_t ⊙ v_t``,
       ``k̃_t^k = (1−γ_t) ⊙ k̃_{t−1}^k + cos(2πkt/r) γ_t ⊙ k_t``, and ``s_t`` as in ReLiT.
     """
@@ -464,7 +484,7 @@ def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObj
         k, gamma = (np.einsum("ti,tj->tij", *pair).reshape(length, KEY_WIDTH) for pair in (k_pair, gamma_pair))
         beta = data.draw(decay_array((length, HEAD_DIM)), label="beta").astype(np.float64)
         inputs = (v, k_pair, beta, gamma_pair)
-        if name == "relit":
+        if name.startswith("relit"):
             carry = tuple(data.draw(real_array(shape, 3.0)) for shape in [(HEAD_DIM, KEY_WIDTH), (KEY_WIDTH,)])
         else:
             carry = tuple(
@@ -484,8 +504,11 @@ def test_attention_monoids_compute_their_recurrences(name: str, data: st.DataObj
         steps.append(t)
         if name == "linear_attention":
             state = [state[0] + np.outer(v[i], k[i]), state[1] + k[i]]
-        elif name == "relit":
-            decay = np.outer(1.0 - beta[i], 1.0 - gamma[i])
+        elif name.startswith("relit"):
+            if name == "relit-convex":
+                decay = 1.0 - np.outer(beta[i], gamma[i])
+            else:
+                decay = np.outer(1.0 - beta[i], 1.0 - gamma[i])
             gated_v, gated_k = beta[i] * v[i], gamma[i] * k[i]
             state = [decay * state[0] + np.outer(gated_v, gated_k), (1.0 - gamma[i]) * state[1] + gated_k]
         else:
