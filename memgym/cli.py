@@ -288,9 +288,17 @@ def _backend(args: argparse.Namespace):
     if args.backend == "ray":
         from memgym.leaderboard.ray_backend import RayBackend
 
+        if args.checkpoints is not None:
+            raise ValueError("--checkpoints applies to --backend local only (a Ray task's folder is on its node)")
         backend = RayBackend(address=args.address, num_cpus=args.cpus_per_task, num_gpus=args.gpus_per_task)
     elif args.address is not None:
         raise ValueError("--address applies to --backend ray only")
+    elif args.checkpoints is not None:
+        from memgym.leaderboard.runner import LocalBackend
+
+        if Path(args.checkpoints).exists() and not Path(args.checkpoints).is_dir():
+            raise ValueError(f"--checkpoints {args.checkpoints}: it is a file, not a folder")
+        backend = LocalBackend(checkpoints=args.checkpoints)
     return backend
 
 
@@ -619,6 +627,10 @@ def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> No
     parser.add_argument("--first-seed", type=_bounded("--first-seed"), default=None,
                         help="the first training seed (seeds FIRST … FIRST + seeds − 1; default: the preset's, 0 for "
                              "every preset but a tuning one, whose seeds lie past the board's)")
+    parser.add_argument("--checkpoints", default=None, metavar="DIR",
+                        help="keep each JAX-tier batch's training state in DIR as it trains (every 5%% of its "
+                             "updates) and resume a batch that was cut off from there: for cells too long for one "
+                             "sitting, such as the thesis configuration on a CPU (local backend)")
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
                         help="local: this process; ray: Ray tasks on a cluster (needs memgym[ray])")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")

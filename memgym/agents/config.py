@@ -41,12 +41,15 @@ MEMORY_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "linear_attention_monoid": ("linear_attention_monoid", dict(features=256, key_size=128, value_size=128)),
     # Compact models of every family (the CPU reference board, docs/reproduction.md): one-layer gated transformers
     # of width 32 (2 heads × 16), GTrXL with a window shorter (32) and longer (128) than the board's longest
-    # corridor (the thesis's 128 vs 256 contrast, scaled); RNNs and SSMs of width 64.
+    # corridor (the thesis's 128 vs 256 contrast, scaled; 128 and 256 for the long-corridor board); RNNs and SSMs
+    # of width 64.
     "tiny-arelit": ("arelit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, r=1)),
     "tiny-relit": ("relit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2)),
+    # ReLiT with the thesis authors' code's state gate, 1 − β ⊗ γ (memgym.memory.relit; docs/reproduction.md)
+    "tiny-relit-convex": ("relit", dict(features=32, num_layers=1, num_heads=2, head_dim=16, eta=2, decay="convex")),
     "tiny-linear_attention": ("linear_attention", dict(features=32, num_layers=1, num_heads=2, head_dim=16)),
     **{f"tiny-gtrxl-{m}": ("gtrxl", dict(features=32, num_layers=1, num_heads=2, head_dim=16, memory_size=m))
-       for m in (32, 128)},
+       for m in (32, 128, 256)},
     "tiny-gru": ("gru", dict(features=64)),
     "tiny-lstm": ("lstm", dict(features=64)),
     "tiny-s5": ("s5", dict(features=64, state_size=64)),

@@ -1,6 +1,13 @@
 """The JAX tier: ``jit(vmap(train))`` over a task's cells on a :class:`~memgym.leaderboard.scoring.ScoredEnv`,
 then the evaluation episodes in one more vmapped call.
 
+**Resumable cells.** With a checkpoint folder (``memgym leaderboard run --checkpoints DIR``), an agent that
+offers its run in pieces (:data:`PIECES`: ``train_updates``, ``train_start``, ``train_more``, ``train_end``, as
+the reference agents do) trains a batch in :data:`CHECKPOINT_PIECES` pieces and writes the batch's whole
+training state to DIR after each (atomically); a batch interrupted there resumes from its last piece, with the
+seal it started with, and its files are removed once it is trained. The pieces add up to the same run as
+``train``. A batch whose training outlasts one sitting (the thesis configuration on a CPU) needs it.
+
 The batches, their sharding over devices, the evaluation keys and the time limit:
 docs/leaderboard_internals.md.
 """
@@ -8,8 +15,12 @@ docs/leaderboard_internals.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,12 +32,20 @@ from memgym.leaderboard.store import cell_record, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 
+#: The methods of an agent that trains in pieces (module docstring).
+PIECES = ("train_updates", "train_start", "train_more", "train_end")
+#: Pieces of a checkpointed batch's run: a checkpoint every 5 % of its updates.
+CHECKPOINT_PIECES = 20
+
+
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
-             compiled: dict[tuple[str, Any], JaxCells] | None = None) -> list[dict[str, Any]]:
+             compiled: dict[tuple[str, Any], JaxCells] | None = None,
+             checkpoints: str | Path | None = None) -> list[dict[str, Any]]:
     """Train and evaluate the cells of ``task`` in one batch; one record per cell.
 
     ``compiled`` caches an agent's :class:`JaxCells` across tasks (one compilation per agent, or per value on a
     track whose values have their own env: ``Track.per_value_env``, where a task holds one value).
+    ``checkpoints``: the folder of resumable batches (module docstring); None: one call trains the batch.
     """
     started = time.perf_counter()
     agent_info: dict[str, Any] = {"spec": task.spec}
@@ -48,7 +67,8 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             cells = JaxCells(agent, task.track, budget, value)
             if compiled is not None:
                 compiled[task.spec, value] = cells
-        outcomes = cells.run(task.cells)
+        checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info)
+        outcomes = cells.run(task.cells, checkpoint)
         seconds = (time.perf_counter() - started) / len(task.cells)
         if cell_timeout is not None and seconds > cell_timeout:
             return records([f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)"]
@@ -90,6 +110,13 @@ class JaxCells:
         key, counted, steps = track.score.key, track.score.counted, track.evaluation_steps(budget, value)
         env = ScoredEnv(track.jax_env(value), score_key=key, units=track.score_units)
         self.train = jax.jit(jax.vmap(lambda k, params: agent.train(k, env, params, budget.total_steps)))
+        self.pieces = all(callable(getattr(agent, name, None)) for name in PIECES)
+        if self.pieces:
+            self.train_start = jax.jit(jax.vmap(lambda k, params: agent.train_start(k, env, params,
+                                                                                    budget.total_steps)))
+            self.train_more = functools.cache(lambda n: jax.jit(jax.vmap(
+                lambda state, params: agent.train_more(state, env, params, budget.total_steps, n))))
+            self.train_end = jax.jit(jax.vmap(agent.train_end))
         self.evaluate = jax.jit(
             jax.vmap(
                 lambda policy, params, keys, policy_keys: evaluate_jax(
@@ -127,9 +154,10 @@ class JaxCells:
             batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
         return batch
 
-    def train_cells(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray):
-        """Train ``cells`` in one call; ``(policy params, final ScoredState, evaluation inputs)``, batched over
-        the (padded) cells. The evaluation inputs are ``(inner params, episode keys, policy keys)``."""
+    def train_cells(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray, checkpoint: Path | None = None):
+        """Train ``cells`` in one call (in resumable pieces where ``checkpoint`` is given and the agent has
+        :data:`PIECES`); ``(policy params, final ScoredState, evaluation inputs)``, batched over the (padded)
+        cells. The evaluation inputs are ``(inner params, episode keys, policy keys)``."""
         import jax
 
         from memgym.leaderboard import progress
@@ -138,11 +166,37 @@ class JaxCells:
         keys, params, inner, eval_keys, policy_keys = self.batch(cells, seal)
         share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
         with progress_sink(lambda steps: progress.in_flight(steps * share)):
-            policy_params, env_state = jax.block_until_ready(self.train(keys, params))
+            if checkpoint is not None and self.pieces:
+                policy_params, env_state = self.train_in_pieces(keys, params, checkpoint)
+            else:
+                policy_params, env_state = jax.block_until_ready(self.train(keys, params))
         return policy_params, env_state, (inner, eval_keys, policy_keys)
 
-    def run(self, cells: Sequence[tuple[Any, int]]) -> list[tuple[dict, dict] | str]:
-        """Train and evaluate ``cells`` (one call each, vmapped over cells).
+    def train_in_pieces(self, keys: Any, params: Any, checkpoint: Path) -> tuple[Any, Any]:
+        """The batch's run in :data:`CHECKPOINT_PIECES` calls of ``train_more``, its state written to
+        ``checkpoint`` after each and resumed from it (module docstring)."""
+        import jax
+
+        from memgym.agents.checkpoints import load_checkpoint, save_checkpoint
+
+        state, done = self.train_start(keys, params), 0
+        if checkpoint.exists():
+            state, done = load_checkpoint(checkpoint, state)
+        total = int(self.agent.train_updates(self.budget.total_steps))
+        piece = max(1, -(-total // CHECKPOINT_PIECES))
+        while done < total:
+            updates = min(piece, total - done)
+            state = jax.block_until_ready(self.train_more(updates)(state, params))
+            done += updates
+            save_checkpoint(checkpoint, state, done)
+        trained = jax.block_until_ready(self.train_end(state))
+        for path in (checkpoint, seal_path(checkpoint)):
+            path.unlink(missing_ok=True)
+        return trained
+
+    def run(self, cells: Sequence[tuple[Any, int]], checkpoint: Path | None = None) -> list[tuple[dict, dict] | str]:
+        """Train and evaluate ``cells`` (one call each, vmapped over cells; the training resumable from
+        ``checkpoint``: :meth:`train_cells`).
 
         Returns per cell ``(train counters, evaluation, policy leaves)`` or the reason the cell failed.
         """
@@ -150,12 +204,43 @@ class JaxCells:
 
         from memgym.leaderboard.scoring import seal_weights
 
-        seal = seal_weights()
-        policy_params, env_state, evaluation_inputs = self.train_cells(cells, seal)
+        seal = checkpoint_seal(checkpoint) if checkpoint is not None and self.pieces else seal_weights()
+        policy_params, env_state, evaluation_inputs = self.train_cells(cells, seal, checkpoint)
         evaluated = [np.asarray(x) for x in self.evaluate(policy_params, *evaluation_inputs)]
         return [cell_outcome(self.track, self.budget, jax.tree.map(lambda x: x[i], env_state), seal,
                              jax.tree.map(lambda x: x[i], policy_params), [x[i] for x in evaluated], cells[i][0])
                 for i in range(len(cells))]
+
+
+def checkpoint_path(folder: str | Path, task: Task, budget: Preset, agent_info: dict[str, Any]) -> Path:
+    """The checkpoint file of ``task``'s batch in ``folder``, named by what the batch is (agent spec, version,
+    cells, track, budget, code and config): another batch, or this one after a change, never resumes it."""
+    what = {"spec": task.spec, "version": task.version, "cells": [list(cell) for cell in task.cells],
+            "track": task.track.name, "budget": task.track.budget_record(budget),
+            "code": agent_info.get("code_sha256"), "config": agent_info.get("config")}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"cells-{digest}.npz"
+
+
+def seal_path(checkpoint: Path) -> Path:
+    """Where a checkpointed batch keeps the seal it started with."""
+    return checkpoint.with_name(checkpoint.stem + "-seal.npy")
+
+
+def checkpoint_seal(checkpoint: Path) -> np.ndarray:
+    """The seal of a checkpointed batch: the one it started with, if it resumes, else a new one, kept."""
+    from memgym.leaderboard.scoring import seal_weights
+
+    kept = seal_path(checkpoint)
+    if kept.exists() and checkpoint.exists():
+        return np.load(kept)
+    seal = seal_weights()
+    temporary = kept.with_name(kept.stem + ".tmp.npy")
+    np.save(temporary, seal)
+    temporary.replace(kept)
+    return seal
 
 
 def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray, policy_params: Any,

@@ -75,10 +75,12 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
 
 
 def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
-            compiled: dict[tuple[str, Any], jax_tier.JaxCells] | None = None) -> list[dict[str, Any]]:
+            compiled: dict[tuple[str, Any], jax_tier.JaxCells] | None = None,
+            checkpoints: Any = None) -> list[dict[str, Any]]:
     """Run ``task``; one record per cell. The agent's faults become failed records, never exceptions.
 
     ``compiled`` caches a JAX-tier agent's compiled cells across tasks, by (spec, ``Track.env_key`` of the value).
+    ``checkpoints``: a folder where JAX-tier batches keep their training state, resumable (:mod:`.jax_tier`).
     """
     if task.reason is not None:  # the agent failed before it could run (its factory raised)
         try:
@@ -87,19 +89,26 @@ def execute(task: Task, budget: Preset, cell_timeout: float | None = None,
             agent_info = {"spec": task.spec}
         return [cell_record(task, budget, cell, agent_info, 0.0, reason=task.reason) for cell in task.cells]
     if task.kind == "jax":
-        return jax_tier.run_task(task, budget, cell_timeout, compiled)
+        return jax_tier.run_task(task, budget, cell_timeout, compiled, checkpoints)
     return any_tier.run_task(task, budget, cell_timeout)
 
 
 class LocalBackend:
-    """Runs tasks one after another in this process (JAX-tier agents compile once each)."""
+    """Runs tasks one after another in this process (JAX-tier agents compile once each).
+
+    ``checkpoints``: a folder where JAX-tier batches keep their training state as they go, so that a batch cut
+    off (a killed process, a machine shut down) resumes where it stopped (:mod:`~memgym.leaderboard.jax_tier`).
+    """
+
+    def __init__(self, checkpoints: Any = None):
+        self.checkpoints = checkpoints
 
     def map(self, tasks: Sequence[Task], budget: Preset, cell_timeout: float | None,
             started: Callable[[Task], None] = lambda task: None) -> Iterator[tuple[Task, list[dict]]]:
         compiled: dict[tuple[str, Any], jax_tier.JaxCells] = {}
         for task in tasks:
             started(task)
-            yield task, execute(task, budget, cell_timeout, compiled)
+            yield task, execute(task, budget, cell_timeout, compiled, self.checkpoints)
 
 
 def _several_devices() -> bool:

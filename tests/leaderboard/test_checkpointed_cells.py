@@ -1,0 +1,53 @@
+"""Resumable cells (``memgym leaderboard run --checkpoints``): a batch trained in checkpointed pieces is the run
+``train`` makes in one call, and a batch cut off between pieces resumes from its last one."""
+
+from __future__ import annotations
+
+import pytest
+
+from memgym.agents import checkpoints
+from memgym.cli import main
+from memgym.leaderboard.tracks import TMAZE
+
+COMMON = ["leaderboard", "run", "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", "4", "--seeds", "2",
+          "--steps", "8192", "--eval-episodes", "16", "--no-policies"]
+
+
+def outcomes(results) -> dict:
+    """Each cell's training counters and evaluation, by seed."""
+    return {r["seed"]: (r["train"], r["eval"]) for r in TMAZE.records(TMAZE.store(results))}
+
+
+@pytest.mark.slow
+def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(tmp_path, monkeypatch, capsys):
+    assert main([*COMMON, "--results", str(tmp_path / "whole")]) == 0
+    folder = tmp_path / "checkpoints"
+    save, pieces = checkpoints.save_checkpoint, []
+
+    def cut_off(path, state, update):  # the process dies after writing its third piece's checkpoint
+        save(path, state, update)
+        pieces.append(update)
+        if len(pieces) == 3:
+            raise SystemExit("killed")
+
+    monkeypatch.setattr(checkpoints, "save_checkpoint", cut_off)
+    with pytest.raises(SystemExit):
+        main([*COMMON, "--results", str(tmp_path / "cut"), "--checkpoints", str(folder)])
+    assert pieces == [2, 4, 6]  # 8192 steps / (8 envs × 32 steps) = 32 updates, in pieces of ⌈32 / 20⌉ = 2
+    assert len(list(folder.glob("cells-*.npz"))) == 1 and not list((tmp_path / "cut").rglob("seed*.json"))
+    resumed = []
+    monkeypatch.setattr(checkpoints, "save_checkpoint", lambda path, state, update: (resumed.append(update),
+                                                                                    save(path, state, update)))
+    assert main([*COMMON, "--results", str(tmp_path / "cut"), "--checkpoints", str(folder)]) == 0
+    assert resumed[0] == 8 and resumed[-1] == 32  # it went on from the third piece, to the end
+    assert not list(folder.iterdir())  # a trained batch leaves nothing behind
+    assert outcomes(tmp_path / "cut") == outcomes(tmp_path / "whole")
+
+
+def test_checkpoints_must_be_a_folder_and_local(tmp_path, capsys):
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert main([*COMMON, "--results", str(tmp_path / "r"), "--checkpoints", str(afile)]) == 2
+    assert "--checkpoints" in capsys.readouterr().err and not (tmp_path / "r").exists()
+    assert main([*COMMON, "--results", str(tmp_path / "r"), "--checkpoints", str(tmp_path), "--backend", "ray"]) == 2
+    assert "--checkpoints applies to --backend local only" in capsys.readouterr().err
