@@ -352,9 +352,10 @@ def test_the_worked_example_verifies(tmp_path):
 
 @pytest.mark.slow(seconds=68)
 def test_the_worked_example_verifies_on_another_backend(tmp_path):
-    """The worked example verified where XLA compiles for another processor (AVX2 instead of this machine's
-    AVX-512, as on many CPUs): the stored policies evaluate within evaluation noise, and the re-trained cells,
-    whose training takes another path there, are judged against the seeds' spread, never called forged."""
+    """The worked example verified with XLA capped at AVX2: another backend (the XLA flags are part of the
+    fingerprint; on an AVX-512 machine the code differs too): the stored policies evaluate within evaluation
+    noise, and the re-trained cells, whose training may take another path there, are judged against the seeds'
+    spread, never called forged."""
     folder = tmp_path / "submissions" / "a2c-tiny-gru-smoke"
     shutil.copytree(REPO / "submissions" / "a2c-tiny-gru-smoke", folder,
                     ignore=shutil.ignore_patterns("verification.json"))

@@ -108,3 +108,32 @@ def test_model_decoder_reads_the_approximate_state_scaled_by_a_quarter():
 def test_approximate_state_rejects_mismatched_r():
     with pytest.raises(ValueError, match="r \\+ 1 = 3"):
         approximate_state(jnp.zeros((2, 4)), jnp.zeros((2, 8)), 2)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_with_r_1_the_readout_ignores_keys_and_queries(r):
+    """With r = 1 (Table A.2) both frequencies are ω = 0 and 2π, so cos(ω_k t) = 1 at every integer t: k̃_t^0 =
+    k̃_t^1 = s_t (from an episode start), and a_t = Σ_k ṽ_t^k (k̃_t^k · q_t) / (2 (s_t · q_t) + ε) = ṽ_t (s_t · q_t) / (s_t · q_t + ε/2):
+    the values' gated elementwise recurrence, whatever the keys and queries (ε aside). With r = 2 they matter.
+    (docs/reproduction.md: why a compact AReLiT outlearns ReLiT on the T-Maze.)"""
+    from memgym.memory.arelit import arelit_elements, arelit_monoid
+    from memgym.memory.attention import EPSILON
+    from memgym.memory.monoid import scan_monoid
+
+    rng = np.random.default_rng(r)
+    steps, dv, dk = 30, 4, 6
+    v, k, q = (jnp.asarray(rng.normal(size=(steps, n)), jnp.float32) for n in (dv, dk, dk))
+    k, q = jnp.abs(k), jnp.abs(q)  # ReLU features
+    beta, gamma = (jnp.asarray(rng.uniform(0.05, 0.95, size=(steps, n)), jnp.float32) for n in (dv, dk))
+    elements = arelit_elements(v, k, beta, gamma, jnp.arange(steps), r)
+    zero = (jnp.ones(dv), jnp.ones(dk), jnp.zeros((r + 1, dv)), jnp.zeros((r + 1, dk)), jnp.zeros(dk))
+    states, _ = scan_monoid(arelit_monoid(), elements, jnp.zeros(steps, bool), zero)
+    mixer = AReLiTAttention(features=8, num_heads=1, head_dim=dv, eta=1, r=r)
+    ones = jnp.ones((steps, 1))
+    readout = mixer.read(states, (ones, q))  # q_t = outer_flat(1, q_t)
+    values, normaliser = states[2][:, 0], jnp.sum(states[4] * q, axis=-1, keepdims=True)
+    gated_values = values * normaliser / (normaliser + EPSILON / 2)
+    if r == 1:
+        np.testing.assert_allclose(readout, gated_values, rtol=1e-5, atol=1e-6)
+    else:
+        assert np.abs(np.asarray(readout - gated_values)).max() > 1e-2
