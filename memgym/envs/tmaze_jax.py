@@ -42,7 +42,9 @@ GYMNAX_ID = "memgym/TMaze-v0"
 @struct.dataclass
 class TMazeParams(environment.EnvParams):
     """T-Maze parameters (a gymnax ``EnvParams``). ``max_steps_in_episode`` (gymnax's time limit)
-    and ``corridor_length`` are traced (int32 scalars, or arrays under ``vmap``);
+    and ``corridor_length`` are traced where they are passed to a jitted function (Python ints for one
+    environment, so that the params hash as gymnax's do and can be a static argument; int32 arrays for a batch
+    under ``vmap``);
     ``gray_bits`` and ``num_distractors`` fix the observation shape and are static.
     Build with :func:`tmaze_params` (validated) or ``env.default_params.replace(...)``."""
 
@@ -74,12 +76,12 @@ def tmaze_params(
             raise ValueError(f"{name} must be an integer or an integer array, got {values!r}")
     for length, limit in zip(lengths.reshape(-1), limits.reshape(-1)):
         tmaze.validate_config(int(length), num_distractors, gray_bits, int(limit))
-    return TMazeParams(
-        max_steps_in_episode=jnp.asarray(limits, jnp.int32),
-        corridor_length=jnp.asarray(lengths, jnp.int32),
-        gray_bits=int(gray_bits),
-        num_distractors=int(num_distractors),
-    )
+    if lengths.ndim == 0:  # one environment: Python ints, hashable as gymnax's own params are
+        limit, length = int(limits), int(lengths)
+    else:  # a batch for vmap
+        limit, length = jnp.asarray(limits, jnp.int32), jnp.asarray(lengths, jnp.int32)
+    return TMazeParams(max_steps_in_episode=limit, corridor_length=length, gray_bits=int(gray_bits),
+                       num_distractors=int(num_distractors))
 
 
 #: the options of ``TMazeJax(...)``, ``make_jax("memgym/TMaze-v0", ...)`` and ``gymnasium.make("memgym/TMazeJax-v0", ...)``

@@ -7,7 +7,9 @@ flax/optax/distrax — no memgym agent code — as a gymnax user's training scri
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import Any
 
 import distrax
 import flax.linen as nn
@@ -20,7 +22,7 @@ import pytest
 from gymnax.environments import environment
 from gymnax.wrappers import LogWrapper
 
-from memgym.envs import make_jax
+from memgym.envs import JAX_ENVS, make_jax
 
 
 def test_the_tmaze_is_a_gymnax_environment():
@@ -76,10 +78,11 @@ class ActorCritic(nn.Module):
         return carry, distrax.Categorical(logits=logits), value
 
 
-def make_train(num_envs=16, num_steps=32, total_steps=200_704, epochs=4, minibatches=4, lr=3e-3,
+def make_train(env_params=None, num_envs=16, num_steps=32, total_steps=200_704, epochs=4, minibatches=4, lr=3e-3,
                gamma=0.99, lam=0.95, clip=0.2, ent_coef=0.01, hidden=64, corridor_length=4):
-    env, env_params = make_jax("memgym/TMaze-v0", corridor_length=corridor_length)
-    env_params = env_params.replace(max_steps_in_episode=4 * corridor_length)
+    env, default_params = make_jax("memgym/TMaze-v0", corridor_length=corridor_length)
+    if env_params is None:
+        env_params = default_params.replace(max_steps_in_episode=4 * corridor_length)
     env = LogWrapper(env)
     network = ActorCritic(env.action_space(env_params).n)
     updates = total_steps // (num_envs * num_steps)
@@ -160,10 +163,55 @@ def make_train(num_envs=16, num_steps=32, total_steps=200_704, epochs=4, minibat
     return train
 
 
+@dataclasses.dataclass(frozen=True)
+class StaticPPO:
+    """memorax's way of holding an algorithm: a frozen dataclass with the env params in it, passed to ``jax.jit``
+    as a static argument, so the params must hash (as gymnax's own do)."""
+
+    env_params: Any
+
+    def train(self, key):
+        return make_train(self.env_params)(key)
+
+
+@pytest.mark.parametrize("env_id", sorted(JAX_ENVS))
+def test_env_params_hash_and_jit_as_a_static_argument(env_id):
+    """Every JAX environment's params are Python scalars, as gymnax's defaults are: a consumer may hold them in a
+    static argument of ``jax.jit`` (memorax's PPO does). A batch of params (arrays, for vmap) stays traced."""
+    env, params = make_jax(env_id)
+    assert hash(params) == hash(make_jax(env_id)[1]) and params == make_jax(env_id)[1]
+
+    @functools.partial(jax.jit, static_argnums=(1,))
+    def rollout(key, params):
+        obs, state = env.reset(key, params)
+
+        def step(state, key):
+            action = env.action_space(params).sample(key)
+            _, state, reward, *_ = env.step(key, state, action, params)
+            return state, reward
+
+        return jax.lax.scan(step, state, jax.random.split(key, 8))[1]
+
+    rewards = rollout(jax.random.key(0), params)
+    assert rewards.shape == (8,) and bool(jnp.isfinite(rewards).all())
+
+
+def test_a_traced_corridor_length_still_varies_inside_jit():
+    env, params = make_jax("memgym/TMaze-v0", corridor_length=8)
+    positions = jax.jit(lambda length: env.reset(jax.random.key(0), params.replace(corridor_length=length))[1].position)
+    assert int(positions(jnp.int32(8))) == int(positions(jnp.int32(120))) == 0
+    junction = jax.jit(lambda length: env.step(jax.random.key(1), env.reset(jax.random.key(0), params.replace(
+        corridor_length=length))[1], 0, params.replace(corridor_length=length))[1].position)
+    assert int(junction(jnp.int32(1))) == 0 and int(junction(jnp.int32(9))) == 1  # a corridor of 1 is all junction
+
+
 @pytest.mark.slow
 def test_purejaxrl_style_recurrent_ppo_learns_the_tmaze():
-    """Success well above chance (0.5) at a short corridor; the memoryless guess stays near 0.5."""
-    metrics = jax.jit(make_train())(jax.random.key(0))
+    """Success well above chance (0.5) at a short corridor; the memoryless guess stays near 0.5. The algorithm is
+    held as memorax holds its PPO (:class:`StaticPPO`, a static argument of ``jax.jit``)."""
+    env, env_params = make_jax("memgym/TMaze-v0", corridor_length=4)
+    metrics = jax.jit(StaticPPO.train, static_argnums=0)(StaticPPO(env_params.replace(max_steps_in_episode=16)),
+                                                          jax.random.key(0))
     episodes = np.asarray(metrics["episodes"])
     successes = np.asarray(metrics["successes"])
     last = slice(-len(episodes) // 5, None)

@@ -319,7 +319,7 @@ class CardTask(PopGymJaxEnv):
         return state.task.replace(decks=state.task.decks.shuffle_step(key, state.time))
 
     def _params(self, **fields: Any) -> PopGymParams:
-        return PopGymParams(max_steps_in_episode=jnp.asarray(self.num_cards - 1, jnp.int32), **fields)
+        return PopGymParams(max_steps_in_episode=self.num_cards - 1, **fields)
 
     @property
     def default_params(self) -> PopGymParams:
@@ -407,6 +407,8 @@ class RepeatPrevious(_SuitOfDealtCard):
         for value in values.reshape(-1):
             check_int("k", int(value), 0, self.num_cards - 1,
                       why=f"cards back, fewer than the {self.num_cards} cards of {self.num_decks} deck(s)")
+        if values.ndim == 0:  # one environment: Python ints, hashable as gymnax's own params are
+            return RepeatPreviousParams(max_steps_in_episode=self.num_cards - 1, k=int(values))
         steps = np.broadcast_to(np.int32(self.num_cards - 1), values.shape)
         return RepeatPreviousParams(max_steps_in_episode=jnp.asarray(steps), k=jnp.asarray(values, jnp.int32))
 
@@ -523,7 +525,7 @@ class Autoencode(_DealingTask):
 
     @property
     def default_params(self) -> PopGymParams:
-        return PopGymParams(max_steps_in_episode=jnp.asarray(2 * self.num_cards - 1, jnp.int32))
+        return PopGymParams(max_steps_in_episode=2 * self.num_cards - 1)
 
     def reward_denominator(self, params):
         return self.num_cards
@@ -624,7 +626,7 @@ class Concentration(CardTask):
 
     @property
     def default_params(self) -> PopGymParams:
-        return PopGymParams(max_steps_in_episode=jnp.asarray(self.episode_length, jnp.int32))
+        return PopGymParams(max_steps_in_episode=int(self.episode_length))
 
     def reward_denominator(self, params):
         return self.episode_length
