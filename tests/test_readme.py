@@ -1,5 +1,6 @@
-"""The README runs top to bottom: its shell commands and Python snippets, in the order a reader types them,
-in a fresh folder (tests/test_readme.py is the README's own test, like the docs' snippet tests)."""
+"""The README, then the guide (docs/guide.md) it leads to, run top to bottom: their shell commands and Python
+snippets, in the order a reader types them, in a fresh folder (the README's own test, like the docs' snippet
+tests)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 INSTALL = re.compile(r'^python3 -m venv \.venv && \. \.venv/bin/activate && pip install "\.\[[a-z,-]+\]" && (?P<rest>.+)$')
 
 
+#: The pages a reader follows from the front page, in order: the README, then the guide.
+PAGES = ("README.md", "docs/guide.md")
+
+
 def readme_blocks() -> list[tuple[str, str]]:
-    """``(language, code)`` of every fenced ``bash`` and ``python`` block of README.md, in order."""
-    text = (ROOT / "README.md").read_text()
+    """``(language, code)`` of every fenced ``bash`` and ``python`` block of the README and the guide, in order."""
+    text = "\n".join((ROOT / page).read_text() for page in PAGES)
     return [(m["lang"], m["code"]) for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text,
                                                       re.M | re.S)]
 

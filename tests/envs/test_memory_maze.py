@@ -305,14 +305,15 @@ def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     assert all(np.isfinite(float(r[k])) for r in rows for k in ("policy_loss", "value_loss", "entropy"))
 
 
-#: The README's CPU-sized Memory Maze command: this test runs it (the README's own test leaves it here).
+#: The guide's CPU-sized Memory Maze command (docs/guide.md): this test runs it (the README's own test, which runs
+#: the README and the guide, leaves it here).
 README_COMMAND_PREFIX = "memgym train --preset memory-maze-arelit"
 
 
 def readme_memory_maze_command() -> list[str]:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide.md").read_text()
     lines = [line.strip() for line in readme.splitlines() if line.strip().startswith(README_COMMAND_PREFIX)]
     assert len(lines) == 1, lines
     return lines[0].split()
@@ -320,7 +321,7 @@ def readme_memory_maze_command() -> list[str]:
 
 @pytest.mark.slow(seconds=200)
 def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
-    """The README's CPU-sized Memory Maze run, as the README types it (`memgym train --preset memory-maze-arelit`:
+    """The guide's CPU-sized Memory Maze run, as the guide types it (`memgym train --preset memory-maze-arelit`:
     11x11, the thesis AReLiT), then the same preset refusing 100,000 environments before building them (both
     memory figures, the flag and the largest number that fits; no run directory left)."""
     import re
