@@ -44,3 +44,17 @@ def test_the_memax_example_runs():
     pytest.importorskip("memax")
     out = run("memax_models.py", "--steps", "4096", "--models", "tiny-deltanet,tiny-mgu")
     assert len(re.findall(r"T-Maze L=8: success [\d.]+ over the last fifth of the run", out)) == 2
+
+
+@pytest.mark.slow(seconds=70)
+def test_the_memorax_example_learns():
+    """memorax's own PPO, which holds the env params in a static argument of jit, learns memgym's T-Maze. memorax 1.0
+    steps gymnax 0.0.9's five values: CI runs this in its gymnax 0.0.9 stage, where memorax is installed."""
+    pytest.importorskip("memorax")
+    from importlib.metadata import version
+
+    if version("gymnax") != "0.0.9":
+        pytest.skip(f"memorax 1.0 steps gymnax 0.0.9's five values; gymnax {version('gymnax')} is installed")
+    out = run("memorax_ppo.py", "--steps", "16384")
+    after = float(re.search(r"evaluation success [\d.]+ before, ([\d.]+) after", out)[1])
+    assert after > 0.9, out
