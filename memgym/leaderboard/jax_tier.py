@@ -5,7 +5,8 @@ then the evaluation episodes in one more vmapped call.
 offers its run in pieces (:data:`PIECES`: ``train_updates``, ``train_start``, ``train_more``, ``train_end``, as
 the reference agents do) trains a batch in :data:`CHECKPOINT_PIECES` pieces and writes the batch's whole
 training state to DIR after each (atomically); a batch interrupted there resumes from its last piece, with the
-seal it started with, and its files are removed once it is trained. The pieces add up to the same run as
+seal it started with, and its files are removed once it is trained (a checkpoint that cannot be read is kept
+aside, renamed ``…-unreadable-<time>.npz``, and the batch trains from its start). The pieces add up to the same run as
 ``train``. A batch whose training outlasts one sitting (the thesis configuration on a CPU) needs it.
 
 The batches, their sharding over devices, the evaluation keys and the time limit:
@@ -19,6 +20,7 @@ import functools
 import hashlib
 import json
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,7 +183,10 @@ class JaxCells:
 
         state, done = self.train_start(keys, params), 0
         if checkpoint.exists():
-            state, done = load_checkpoint(checkpoint, state)
+            try:
+                state, done = load_checkpoint(checkpoint, state)
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: kept aside, trained anew
+                checkpoint.replace(checkpoint.with_name(f"{checkpoint.stem}-unreadable-{time.time_ns()}.npz"))
         total = int(self.agent.train_updates(self.budget.total_steps))
         piece = max(1, -(-total // CHECKPOINT_PIECES))
         while done < total:

@@ -44,6 +44,26 @@ def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(t
     assert outcomes(tmp_path / "cut") == outcomes(tmp_path / "whole")
 
 
+@pytest.mark.slow
+def test_an_unreadable_checkpoint_is_kept_aside_and_the_batch_trains_from_its_start(tmp_path, monkeypatch):
+    folder = tmp_path / "checkpoints"
+    save = checkpoints.save_checkpoint
+
+    def cut_off(path, state, update):
+        save(path, state, update)
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(checkpoints, "save_checkpoint", cut_off)
+    with pytest.raises(SystemExit):
+        main([*COMMON, "--results", str(tmp_path / "r"), "--checkpoints", str(folder)])
+    [kept] = folder.glob("cells-*[0-9a-f].npz")
+    kept.write_bytes(kept.read_bytes()[:100])  # cut short: a disk that filled up, a file copied in part
+    monkeypatch.setattr(checkpoints, "save_checkpoint", save)
+    assert main([*COMMON, "--results", str(tmp_path / "r"), "--checkpoints", str(folder)]) == 0
+    assert [p.name.split("-unreadable-")[0] for p in folder.iterdir()] == [kept.stem]  # set aside, not deleted
+    assert all(r["status"] == "ok" for r in TMAZE.records(TMAZE.store(tmp_path / "r")))
+
+
 def test_checkpoints_must_be_a_folder_and_local(tmp_path, capsys):
     afile = tmp_path / "file"
     afile.write_text("")
