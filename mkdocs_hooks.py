@@ -79,3 +79,12 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if not page.file.abs_src_path or page.file.generated_by:
         return markdown
     return rewrite(markdown, Path(page.file.abs_src_path).resolve(), set())
+
+
+# a Sphinx role that the docstrings use (:func:`make`, :class:`~pkg.Name`), as mkdocstrings renders it
+ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj|py:\w+):(<code>)~?")
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """The API reference shows a docstring's Sphinx role (``:func:`make```) as its code span alone."""
+    return ROLE.sub(r"\1", html)

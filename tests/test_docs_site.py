@@ -54,5 +54,6 @@ def test_the_site_has_the_readme_the_guides_the_boards_and_the_api(site):
            for name in ("envs", "memory", "buffers", "agents", "leaderboard", "experiments")}
     assert "tmaze_params" in api["envs"] and "relit_monoid" in api["memory"] and "JaxCells" in api["leaderboard"]
     assert "eq. 3.5" in api["memory"]  # the docstrings' equations reach the reference
+    assert ":func:<code>" not in api["memory"] and "with <code>make</code>" in api["memory"]  # Sphinx roles as code
     assert (site / "search" / "search_index.json").is_file()  # the site can be searched
     assert (site / "repository" / "benchmarks" / "train_speed.py").is_file()  # a script a page links to
