@@ -390,8 +390,15 @@ def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from memgym.leaderboard import submission, tracks
 
-    verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
-                                cell_timeout=args.cell_timeout, preset=args.preset, exact=args.exact)
+    from memgym.leaderboard.sandbox import SandboxUnavailable
+
+    try:
+        verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
+                                    cell_timeout=args.cell_timeout, preset=args.preset, exact=args.exact,
+                                    unsandboxed=args.unsandboxed, memory_limit=args.memory_limit)
+    except SandboxUnavailable as error:  # nothing of the agent ran, no verdict written
+        print(f"memgym leaderboard verify: {error}", file=sys.stderr)
+        return 3
     track = tracks.TRACKS.get(verdict.get("track"), tracks.TMAZE)
     print(submission.table(verdict, track))
     print(f"wrote {Path(args.submission) / submission.VERIFICATION}")
@@ -755,6 +762,12 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     ver.add_argument("--exact", action="store_true",
                      help="require every evaluation and re-trained cell to equal its record (run on the hardware the "
                           "records were made on; their provenance is the submitter's word)")
+    ver.add_argument("--memory-limit", type=_bounded("--memory-limit"), default=None, metavar="GIB",
+                     help="address space of the agent's process, in GiB (default: 3/4 of the memory available, at "
+                          "least 8; none with an accelerator)")
+    ver.add_argument("--unsandboxed", action="store_true",
+                     help="run the agent's code as your own user, with your privileges, where no sandbox works here "
+                          "(bubblewrap, or a separate user as root); recorded in the verdict and shown on the board")
     ver.set_defaults(func=cmd_leaderboard_verify)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")

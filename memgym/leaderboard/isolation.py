@@ -108,16 +108,16 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def protection(spec: str | None = None, code_dir: str | os.PathLike | None = None,
-               protect: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+               protect: Sequence[str | os.PathLike] = (), limits: Any = None,
+               unsandboxed: bool = False) -> dict[str, Any]:
     """The protection an :class:`AgentProcess` of agent ``spec`` (code in ``code_dir``) would have if started
-    now, as a JSON-serialisable dict: ``separate_user`` (whether it runs as another, unprivileged user),
-    ``user`` (the name it runs as), ``uid``, ``gid``, ``verifier_non_dumpable``, ``reason`` (why not a
-    separate user, or None), ``withheld_environment`` (variables not passed on) and ``unprotected`` (plain
-    sentences: what the agent's process can still do here). Without ``spec``, whether the user can run the
-    interpreter and memgym. Like starting an AgentProcess, it makes this process non-dumpable first."""
+    now (:func:`memgym.leaderboard.sandbox.describe`: ``mode``, ``contained``, ``user``, ``network``, ``limits``,
+    ``in_force``, ``unprotected``, ...). Without ``spec``, whether the interpreter and memgym run in the sandbox.
+    Like starting an AgentProcess, it makes this process non-dumpable first, and raises
+    :class:`~memgym.leaderboard.sandbox.SandboxUnavailable` where no sandbox works and ``unsandboxed`` is False."""
     from memgym.leaderboard import sandbox
 
-    return sandbox.plan(spec, code_dir, protect, dict(os.environ))[2]
+    return sandbox.plan(spec, code_dir, protect, dict(os.environ), limits, unsandboxed).protection
 
 
 class AgentProcess:
@@ -127,46 +127,41 @@ class AgentProcess:
     error are relayed to this process's standard error, marked ``agent |`` (:func:`_relay`). The
     child leads a process group of its own; :meth:`close` kills the group.
 
-    Before it starts the child, this process makes itself non-dumpable; as root on Linux it starts
-    the child as an unprivileged user with private HOME, TMPDIR and caches, after checking that
-    that user can run it (:mod:`memgym.leaderboard.sandbox`). ``protect``: paths (besides
-    ``code_dir``) the child must not be able to change, such as the submission's folder; those it
-    could are named in :attr:`protection`, the dict :func:`protection` describes, as used for this
-    process.
+    The child starts in the strongest sandbox that works here (:mod:`memgym.leaderboard.sandbox`:
+    bubblewrap's container, else as a separate user), with ``limits``
+    (:class:`~memgym.leaderboard.sandbox.Limits`, set by the child on itself before it imports the
+    agent); where none works it is not started (``SandboxUnavailable``) unless ``unsandboxed``.
+    ``protect``: paths (besides ``code_dir``) the child must not be able to change, such as the
+    submission's folder; those it could are named in :attr:`protection`, the dict
+    :func:`protection` describes, as used for this process.
     """
 
     def __init__(self, spec: str, code_dir: str | os.PathLike | None = None,
-                 environment: dict[str, str] | None = None, protect: Sequence[str | os.PathLike] = ()):
+                 environment: dict[str, str] | None = None, protect: Sequence[str | os.PathLike] = (),
+                 limits: Any = None, unsandboxed: bool = False):
         from memgym.leaderboard import sandbox
 
         # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
         wanted = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
-        self.user, base, self.protection = sandbox.plan(spec, code_dir, protect, wanted)
-        base |= environment or {}
-        # its modules compile into a cache of its own (with code_dir): a submitted __pycache__ (code whose source
-        # is not the hashed one) is never read
-        self.private = (sandbox.PrivateFolders(self.user, pycache=code_dir is not None)
-                        if self.user is not None or code_dir is not None else None)
-        environment = base if self.private is None else self.private.environment(base)
-        if code_dir is not None:
-            environment["PYTHONPATH"] = os.pathsep.join(
-                [str(Path(code_dir).resolve()), *filter(None, [environment.get("PYTHONPATH")])])
+        plan = sandbox.plan(spec, code_dir, protect, wanted, limits, unsandboxed)
+        self.protection, self.mode = plan.protection, plan.mode
+        # the separate user's strays are this process's to kill (it is their subreaper); a container's die with it
+        self.user = plan.user if plan.mode == sandbox.SEPARATE_USER else None
+        self.private = plan.launch(code_dir)
         ours, theirs = socket.socketpair()
         if self.user is not None:
             sandbox.Subreaper.open()
         try:
-            self.process = subprocess.Popen(
+            self.process = self.private.popen(
                 [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True,  # its own process group, killed as a whole
-                cwd=str(code_dir) if code_dir is not None else None, env=environment,
-                **sandbox.popen_arguments(self.user))
+                plan.environment | (environment or {}), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True)  # its own process group, killed as a whole
         except BaseException:
             ours.close()
             if self.user is not None:
                 sandbox.Subreaper.close(None, self.user.uid)
-            if self.private is not None:
-                self.private.remove()
+            self.private.remove()
             raise
         finally:
             theirs.close()
@@ -216,8 +211,7 @@ class AgentProcess:
         if self.user is not None:
             sandbox.Subreaper.close(self.process.pid, self.user.uid)
         self.output.join(timeout=5)
-        if self.private is not None:
-            self.private.remove()
+        self.private.remove()
 
     def __enter__(self) -> AgentProcess:
         return self
@@ -528,4 +522,7 @@ def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.nd
 
 
 if __name__ == "__main__":
+    from memgym.leaderboard.sandbox import apply_limits
+
+    apply_limits(os.environ)  # before the agent's code is imported: it and all it starts inherit them
     serve(int(sys.argv[1]), sys.argv[2])

@@ -23,4 +23,5 @@ DEFAULT_STEP_TIMEOUT = 120.0
 
 LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--first-seed": FIRST_SEED, "--eval-episodes": EVAL_EPISODES,
           "--cell-timeout": SECONDS,
-          "--step-timeout": SECONDS, "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}
+          "--step-timeout": SECONDS, "--memory-limit": Limit(0, 1 << 20, False, "GiB of address space", open_low=True),
+          "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}

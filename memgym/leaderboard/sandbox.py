@@ -1,29 +1,36 @@
-"""What a submitted agent's process can reach of the verifier that starts it.
+"""What a submitted agent's process can reach: the sandbox ``memgym leaderboard verify`` starts it in.
 
 :class:`~memgym.leaderboard.isolation.AgentProcess` keeps the submitted code out of the process
-that counts. This module keeps it away from that process's memory, signals and files as far as
-the machine allows:
+that counts. This module decides how that child is started, and fails closed: submitted code
+runs with the verifier's own privileges only when the maintainer asks for it by name
+(``unsandboxed``; ``memgym leaderboard verify --unsandboxed``), which the verdict records.
+Otherwise :func:`plan` takes the first mode that works here, checked by a probe run exactly as the
+agent will be (:func:`probe`), and raises :class:`SandboxUnavailable` where none does, before any
+agent code runs:
 
-- The verifier makes itself *non-dumpable* (``prctl(PR_SET_DUMPABLE, 0)``) before it starts a
-  child: a process of another user, and of its own user, cannot read or write its memory
-  (``/proc/<pid>/mem``), read its environment (``/proc/<pid>/environ``) or trace it. Root is not
-  bound by this.
-- A verifier running as root on Linux starts the agent's process as an unprivileged user
-  (:data:`AGENT_USER`, uid and gid 65534 on most systems), without supplementary groups, with a
-  private HOME, TMPDIR and cache folder owned by that user. It cannot signal the verifier, nor
-  write the verifier's files unless they are writable by every user; the verifier's umask loses
-  the others' write bit so that what it writes next is not. While such a process lives the
-  verifier is its *subreaper*: processes the agent starts and orphans come back to the verifier,
-  which kills them when the agent's process is closed.
-- Before relying on that user, :func:`probe` checks, as that user, that it can run this
-  interpreter, import memgym, read the agent's code folder and its module, and write its private
-  folders. The probe never imports the agent's code (code that could make the probe fail on
-  purpose, to be run as root). If the probe fails, the agent runs as the verifier's user and
-  :func:`describe` says why.
-- Environment variables whose names mark a secret (:data:`SECRET_NAMES`) are not passed on.
+1. :data:`CONTAINER`: `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``), the
+   unprivileged sandbox that Flatpak is built on, maintained and packaged by every Linux
+   distribution. The child runs in new user, PID, network, IPC, UTS and cgroup namespaces
+   (:func:`container_arguments`): as user ``nobody`` inside, with no network (only a loopback
+   device), seeing no process but its own, in a root file system that holds read-only only what
+   it needs (the system's programs and libraries, the interpreter, its packages, memgym and a
+   private copy of the agent's code), and one private, size-limited writable folder (``/tmp``, a
+   tmpfs: HOME, TMPDIR and the caches). Started by a root verifier, bubblewrap itself runs as
+   :data:`AGENT_USER`, so that outside the namespaces too the child is an unprivileged user;
+   started by an ordinary user, it runs in a user namespace of theirs (unprivileged user
+   namespaces, where the kernel allows them). Everything the child starts dies with it.
+2. :data:`SEPARATE_USER` (root, where bubblewrap is missing or cannot run): the child starts as
+   :data:`AGENT_USER` with private HOME, TMPDIR and caches and a private copy of the agent's code;
+   the verifier is its subreaper and kills what it orphans (:class:`Subreaper`). It keeps the
+   network and sees the machine's world-readable files.
 
-:func:`describe` returns what is in force, and what the agent's process can still do, as a
-JSON-serialisable dict (``AgentProcess.protection``; :func:`memgym.leaderboard.isolation.protection`).
+In every mode the verifier makes itself non-dumpable first (:func:`harden`), the child's
+environment is built from an allow-list (:data:`PASSED_ENVIRONMENT`, less anything whose name
+marks a secret), and the child sets resource limits on itself and all it starts before it
+imports the agent (:class:`Limits`: CPU time, address space, file size, processes).
+
+:func:`describe` says what is in force and what the agent's process can still do, as a
+JSON-serialisable dict (``AgentProcess.protection``, the verdict's ``isolation``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import ctypes
 import glob
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -42,34 +50,130 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-#: the user a root verifier runs the agent's process as, and its group (the first of these that exists)
+#: the user a root verifier starts the agent's process (bubblewrap, or the process itself) as, and its group
 AGENT_USER = "nobody"
 AGENT_GROUPS = ("nogroup", "nobody")
-#: the uid and gid used when the system has no such user or group (the conventional "nobody")
+#: the uid and gid used when the system has no such user or group (the conventional "nobody"); also the agent's
+#: identity inside the container
 UNPRIVILEGED_ID = 65534
+#: the modes, strongest first (module docstring)
+CONTAINER, SEPARATE_USER, UNSANDBOXED = "container", "separate user", "unsandboxed"
+#: the container tool
+BUBBLEWRAP = "bwrap"
 #: seconds the probe may take (it starts an interpreter and imports memgym)
 PROBE_TIMEOUT = 120.0
-#: environment variables whose names match are not passed to the agent's process
+#: the verifier's environment variables passed on to the agent's process: an allow-list of what an interpreter,
+#: JAX, an accelerator and memgym read; every other variable is withheld, and so is any whose name marks a secret
+PASSED_ENVIRONMENT = re.compile(
+    r"(PATH|LANG|LANGUAGE|LC_[A-Z]+|TZ|TERM|PYTHONHASHSEED|PYTHONUNBUFFERED|PYTHONWARNINGS|PYTHONDONTWRITEBYTECODE"
+    r"|PYTHONPATH|(JAX|XLA|TF_CPP|MEMGYM|NCCL|CUDA|ROCR|HIP)_[A-Z0-9_]+|NVIDIA_VISIBLE_DEVICES|[A-Z]+_NUM_THREADS"
+    r"|MPLBACKEND|LD_LIBRARY_PATH)")
+#: names that mark a secret: withheld even where the allow-list matches (MEMGYM_API_TOKEN, say)
 SECRET_NAMES = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY", re.I)
 #: cache folders moved into the agent's private cache folder when the verifier's environment sets them
 CACHE_VARIABLES = {"JAX_COMPILATION_CACHE_DIR": "jax", "MEMGYM_COMPILATION_CACHE": "memgym-jax",
-                   "TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
-                   "CUDA_CACHE_PATH": "nv", "MPLCONFIGDIR": "matplotlib", "TORCH_HOME": "torch",
-                   "HF_HOME": "huggingface"}
+                   "TRITON_CACHE_DIR": "triton", "CUDA_CACHE_PATH": "nv"}
 _CACHE_OFF = ("off", "0", "false", "no", "")  # memgym.compilation_cache's words for "no cache"
-_XDG_ELSEWHERE = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
 
 #: accelerators' device files (NVIDIA, AMD, render nodes, TPU): the agent's user must be able to open those there are,
 #: or its process would train on the CPU where the verifier's runs on the accelerator
-DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dri/renderD*",
-           "/dev/accel/accel*")
+DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia[0-9]*", "/dev/kfd",
+           "/dev/dri/renderD*", "/dev/accel/accel*")
+#: what of the system's root the container holds, read-only: programs and libraries (or merged-/usr links to them),
+#: the kernel's view of devices and CPUs, and the few files of /etc that a C library and an interpreter read
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/opt")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
+                "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives")
+#: inside the container: the private writable folder (a tmpfs) and its folders
+CONTAINER_TMP = "/tmp"
+#: inside the container: the agent's code folder (read-only, in the read-only root: its parents are not writable)
+CONTAINER_CODE = "/submission/code"
 
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox works here: the agent's code was not run (the message says why and names ``--unsandboxed``)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of the agent's process and of every process it starts, set by that process on itself
+    (``setrlimit``, soft = hard, so they cannot be raised) before it imports the agent.
+
+    ``cpu_seconds``: CPU time (all its threads); ``address_space``: bytes of virtual memory (None with an
+    accelerator, whose driver maps more address space than the card has memory); ``file_size``: bytes of any file
+    it writes, also the container's private tmpfs size; ``processes``: processes and threads of its user
+    (``RLIMIT_NPROC`` counts the user's, so the user's count when it starts is added)."""
+
+    cpu_seconds: int
+    address_space: int | None
+    file_size: int
+    processes: int
+
+    #: wall-clock seconds a cell may take when the verification sets no cell timeout: one second per this many
+    #: of its steps, and at least ten minutes
+    STEPS_PER_SECOND = 50
+    #: processes and threads the agent may add to its user's (JAX starts a few threads per core)
+    PROCESS_BUDGET = 256
+    #: the private tmpfs / the largest file
+    DISK = 1 << 30
+
+    @classmethod
+    def for_cells(cls, total_steps: int, cells: int, cell_timeout: float | None = None,
+                  memory_gib: float | None = None) -> Limits:
+        """The limits of a process that trains and evaluates ``cells`` cells of ``total_steps`` steps: CPU time of
+        every core for the cells' wall-clock allowance (``cell_timeout`` each, else :data:`STEPS_PER_SECOND`),
+        ``memory_gib`` GiB of address space (default: three quarters of the memory available now, at least 8 GiB;
+        none with an accelerator), :data:`DISK`, :data:`PROCESS_BUDGET` (+ the user's count, added by
+        :func:`plan`)."""
+        wall = cell_timeout if cell_timeout is not None else max(600.0, total_steps / cls.STEPS_PER_SECOND)
+        cores = os.cpu_count() or 1
+        if memory_gib is not None:
+            memory = int(memory_gib * (1 << 30))
+        else:
+            memory = None if _accelerators() else max(8 << 30, int(0.75 * _available_memory()))
+        return cls(int(math.ceil(cores * wall * max(1, cells))) + 120, memory, cls.DISK,
+                   cls.PROCESS_BUDGET + 4 * cores)
+
+    def apply(self) -> None:
+        """Set these limits on this process (the agent's, before it imports the agent)."""
+        import resource
+
+        wanted = {resource.RLIMIT_CPU: self.cpu_seconds, resource.RLIMIT_FSIZE: self.file_size,
+                  resource.RLIMIT_NPROC: self.processes}
+        if self.address_space is not None:
+            wanted[resource.RLIMIT_AS] = self.address_space
+        for kind, value in wanted.items():
+            soft, hard = resource.getrlimit(kind)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(kind, (value, value))
+
+    def text(self) -> str:
+        memory = ("no address-space limit (an accelerator's driver maps more than its memory)"
+                  if self.address_space is None else f"{self.address_space / (1 << 30):.1f} GiB of address space")
+        return (f"{self.cpu_seconds:,} s of CPU time, {memory}, files of at most {self.file_size / (1 << 30):.1f} "
+                f"GiB, {self.processes} processes and threads of its user")
+
+
+def _available_memory() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 16 << 30
+
+
+def _accelerators() -> list[str]:
+    """The accelerators' device files there are here."""
+    return sorted(path for pattern in DEVICES for path in glob.glob(pattern))
 
 
 @dataclass(frozen=True)
@@ -153,114 +257,249 @@ def verifier_user() -> str:
             return "the current user"
 
 
-class PrivateFolders:
-    """A temporary tree for one agent's process: ``home``, ``tmp``, ``cache`` and (``pycache``) a compilation
-    prefix, each owned by ``user`` (mode 0700) under a root-owned folder (mode 0711); with ``user`` None only the
-    compilation prefix, owned by this process's user (as the verifier always had it)."""
+class Launch:
+    """How one agent's process (or the probe) starts in ``mode`` (started as ``user``; None: the verifier's), with
+    its private folders: a temporary tree (mode 0711) holding a private copy of the code folder (a root verifier's:
+    files the agent's user can read and not change, whatever the submission's modes) and, in
+    :data:`SEPARATE_USER` mode, HOME, TMPDIR, caches (owned by the user, 0700) and a compilation prefix. In
+    :data:`CONTAINER` mode those are folders of the container's tmpfs.
 
-    def __init__(self, user: User | None, pycache: bool):
-        self.user = user
+    :meth:`popen` starts a command; :meth:`remove` deletes the tree."""
+
+    def __init__(self, mode: str, user: User | None, code_dir: str | os.PathLike | None, limits: Limits | None):
+        self.mode, self.user, self.limits = mode, user, limits
+        self.code_dir = None if code_dir is None else str(Path(code_dir).resolve())
         self.root = Path(tempfile.mkdtemp(prefix="memgym-agent-"))
-        names = (["home", "tmp", "cache"] if user is not None else []) + (["pycache"] if pycache else [])
         try:
-            if user is not None:
-                os.chmod(self.root, 0o711)
-            for name in names:
-                folder = self.root / name
-                folder.mkdir(mode=0o700)
-                if user is not None:
-                    os.chown(folder, user.uid, user.gid)
+            os.chmod(self.root, 0o711)
+            self.code = self.code_dir
+            if self.code_dir is not None and _switching_possible() and mode != UNSANDBOXED:
+                self.code = str(self.root / "code")
+                _readable_copy(self.code_dir, self.code)
+            if mode == SEPARATE_USER:
+                assert user is not None
+                for name in ("home", "tmp", "cache", "pycache"):
+                    (self.root / name).mkdir(mode=0o700)
+                    os.chown(self.root / name, user.uid, user.gid)
+            elif mode == UNSANDBOXED:
+                (self.root / "pycache").mkdir(mode=0o700)
         except BaseException:
             self.remove()
             raise
-        self.pycache = self.root / "pycache" if pycache else None
 
-    def environment(self, environment: dict[str, str]) -> dict[str, str]:
-        """``environment`` with HOME, TMPDIR, the caches and the compilation prefix in these folders."""
+    def cwd(self, agent: bool = True) -> str:
+        """The child's working folder: the agent's, its code folder (where it sees it); else (the probe, and an
+        agent without a code folder) its HOME."""
+        if agent and self.code_dir is not None:
+            return self.code_inside
+        return self._folder("home") if self.mode != UNSANDBOXED else str(self.root)
+
+    @property
+    def code_inside(self) -> str | None:
+        """The code folder where the child sees it."""
+        return CONTAINER_CODE if self.mode == CONTAINER and self.code_dir is not None else self.code
+
+    def _folder(self, name: str) -> str:
+        return f"{CONTAINER_TMP}/{name}" if self.mode == CONTAINER else str(self.root / name)
+
+    def environment(self, environment: Mapping[str, str], agent: bool = True) -> dict[str, str]:
+        """``environment`` with HOME, TMPDIR, the caches and the compilation prefix in the private folders; for the
+        agent (not the probe, which imports nothing of the submission) also the code folder first on PYTHONPATH and
+        the limits for the child to set."""
         environment = dict(environment)
-        if self.pycache is not None:
-            environment["PYTHONPYCACHEPREFIX"] = str(self.pycache)
-        if self.user is None:
-            return environment
-        home, tmp, cache = (str(self.root / name) for name in ("home", "tmp", "cache"))
-        environment |= {"HOME": home, "USER": self.user.name, "LOGNAME": self.user.name, "TMPDIR": tmp,
-                        "TMP": tmp, "TEMP": tmp, "XDG_CACHE_HOME": cache}
-        for name in _XDG_ELSEWHERE:  # the verifier's: they default to folders under the new HOME
-            environment.pop(name, None)
-        for name, folder in CACHE_VARIABLES.items():
-            if name in environment and not (name == "MEMGYM_COMPILATION_CACHE"
-                                            and environment[name].strip().lower() in _CACHE_OFF):
-                environment[name] = os.path.join(cache, folder)
+        environment["PYTHONPYCACHEPREFIX"] = self._folder("pycache")  # a submitted __pycache__ is never read
+        if self.mode != UNSANDBOXED:
+            home, tmp, cache = (self._folder(name) for name in ("home", "tmp", "cache"))
+            name = AGENT_USER if self.user is not None or self.mode == CONTAINER else verifier_user()
+            environment |= {"HOME": home, "USER": name, "LOGNAME": name, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp,
+                            "XDG_CACHE_HOME": cache}
+            for variable, folder in CACHE_VARIABLES.items():
+                if variable in environment and not (variable == "MEMGYM_COMPILATION_CACHE"
+                                                    and environment[variable].strip().lower() in _CACHE_OFF):
+                    environment[variable] = os.path.join(cache, folder)
+        if agent and self.code_dir is not None:
+            environment["PYTHONPATH"] = os.pathsep.join([self.code_inside,
+                                                         *filter(None, [environment.get("PYTHONPATH")])])
+        if agent and self.limits is not None:
+            environment[LIMITS_VARIABLE] = json.dumps(asdict(self.limits))
         return environment
+
+    def popen(self, argv: Sequence[str], environment: Mapping[str, str], pass_fds: Sequence[int] = (),
+              agent: bool = True, **kwargs: Any) -> subprocess.Popen:
+        """Start ``argv`` (an interpreter's command: the agent's process, or with ``agent=False`` the probe) in
+        this mode, with :meth:`environment` of ``environment``."""
+        environment = self.environment(environment, agent)
+        user = {} if self.user is None else {"user": self.user.uid, "group": self.user.gid, "extra_groups": []}
+        if self.mode != CONTAINER:
+            return subprocess.Popen(list(argv), env=environment, cwd=self.cwd(agent), pass_fds=tuple(pass_fds),
+                                    **user, **kwargs)
+        arguments, bound = container_arguments(self, environment, self.cwd(agent))
+        try:
+            return subprocess.Popen([shutil.which(BUBBLEWRAP) or BUBBLEWRAP, *arguments, "--", *argv], env={},
+                                    pass_fds=(*pass_fds, *bound), **user, **kwargs)
+        finally:
+            for fd in bound:
+                os.close(fd)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+#: the environment variable that carries the :class:`Limits` to the agent's process
+LIMITS_VARIABLE = "MEMGYM_AGENT_LIMITS"
+
+
+def apply_limits(environment: Mapping[str, str]) -> None:
+    """In the agent's process: set the limits its environment carries (:data:`LIMITS_VARIABLE`), if any."""
+    text = environment.get(LIMITS_VARIABLE)
+    if text:
+        Limits(**json.loads(text)).apply()
+
+
+def _readable_copy(source: str, target: str) -> None:
+    """Copy the folder ``source`` to ``target``: folders 0755 and files 0644 (0755 where executable), links kept
+    as links (never followed: a link to a secret must not become a readable copy of it)."""
+    shutil.copytree(source, target, symlinks=True)
+    for folder, folders, files in os.walk(target):
+        os.chmod(folder, 0o755)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if os.stat(path).st_mode & stat.S_IXUSR else 0o644)
+
+
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """``paths`` (resolved, existing) less those inside another of them, parents first."""
+    kept: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)}, key=lambda p: (len(p), p)):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+def python_paths() -> list[str]:
+    """What the agent's interpreter reads: this interpreter's prefixes, the folders on its path but the first (the
+    verifier's script's folder or working folder, which a ``python -m`` child does not read) and memgym's
+    package (an editable install's lies outside them)."""
+    import memgym
+
+    return _outermost([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                       os.path.dirname(os.path.realpath(sys.executable)), str(Path(memgym.__file__).parent),
+                       *[p for p in sys.path[1:] if p and os.path.isdir(p)]])
+
+
+def container_arguments(launch: Launch, environment: Mapping[str, str], cwd: str) -> tuple[list[str], list[int]]:
+    """bubblewrap's arguments for ``launch`` (up to its ``--``) and the file descriptors they bind.
+
+    New user, PID, network, IPC, UTS and cgroup namespaces, no further user namespaces inside; the child is uid and
+    gid :data:`UNPRIVILEGED_ID` in its own session and dies with the verifier. Its root is an empty, read-only
+    tmpfs holding, read-only: :data:`SYSTEM_PATHS`, :data:`SYSTEM_FILES`, :func:`python_paths` and the code at
+    :data:`CONTAINER_CODE`; its own /proc and a minimal /dev with the accelerators' devices; a tmpfs of
+    ``Limits.file_size`` at :data:`CONTAINER_TMP` (HOME, TMPDIR, caches). Folders are bound from descriptors this
+    process opened, so a root verifier's bubblewrap, running as :data:`AGENT_USER`, binds an interpreter under a
+    folder that user cannot enter. The environment is ``environment`` alone (``--clearenv``)."""
+    arguments = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+                 "--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
+    bound: list[int] = []
+
+    def bind(source: str, target: str) -> None:
+        fd = os.open(source, os.O_PATH | (os.O_DIRECTORY if os.path.isdir(source) else 0))
+        bound.append(fd)
+        arguments.extend(["--ro-bind-fd", str(fd), target])
+
+    try:
+        # the private tmpfs first: a folder bound below comes from elsewhere even where it lies under /tmp
+        arguments.extend(["--proc", "/proc", "--dev", "/dev"])
+        for device in _accelerators():
+            arguments.extend(["--dev-bind", device, device])
+        size = launch.limits.file_size if launch.limits is not None else Limits.DISK
+        arguments.extend(["--size", str(size), "--tmpfs", CONTAINER_TMP])
+        for name in ("home", "tmp", "cache", "pycache"):
+            arguments.extend(["--dir", f"{CONTAINER_TMP}/{name}"])
+        for path in SYSTEM_PATHS:
+            if os.path.islink(path):
+                arguments.extend(["--symlink", os.readlink(path), path])
+            elif os.path.isdir(path):
+                arguments.extend(["--ro-bind", path, path])
+        for path in SYSTEM_FILES:
+            arguments.extend(["--ro-bind-try", path, path])
+        for path in python_paths():
+            bind(path, path)
+        if launch.code_dir is not None:
+            bind(launch.code, CONTAINER_CODE)
+        arguments.extend(["--remount-ro", "/", "--chdir", cwd, "--clearenv"])
+        for name, value in environment.items():
+            arguments.extend(["--setenv", name, value])
+    except BaseException:
+        for fd in bound:
+            os.close(fd)
+        raise
+    return arguments, bound
+
+
 def passed_on(environment: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """``environment`` without the variables whose names mark a secret, and those names (sorted)."""
-    withheld = sorted(name for name in environment if SECRET_NAMES.search(name))
-    return {k: v for k, v in environment.items() if k not in withheld}, withheld
-
-
-def popen_arguments(user: User | None) -> dict[str, Any]:
-    """``subprocess.Popen``'s arguments that start a process as ``user`` with no supplementary groups (none for
-    None: as this process's user)."""
-    return {} if user is None else {"user": user.uid, "group": user.gid, "extra_groups": []}
+    """``environment``'s variables that :data:`PASSED_ENVIRONMENT` allows and whose names mark no secret, and the
+    names of the others (sorted): withheld."""
+    passed = {k: v for k, v in environment.items() if PASSED_ENVIRONMENT.fullmatch(k) and not SECRET_NAMES.search(k)}
+    return passed, sorted(k for k in environment if k not in passed)
 
 
 _probed: dict[tuple, dict[str, Any]] = {}
 _probed_lock = threading.Lock()
 
 
-def probe(user: User, environment: Mapping[str, str], spec: str | None = None,
+def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: str | None = None,
           code_dir: str | os.PathLike | None = None, protect: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
-    """Whether ``user`` can run the agent's process: ``{"problem": None or why not, "writable": [paths of
-    `protect` (and their folders) it could change]}``.
+    """Whether the agent's process can run in ``mode`` (started as ``user``): ``{"problem": None or why not,
+    "writable": [paths of `protect` (and their folders) it could change]}``.
 
-    Runs ``python -m memgym.leaderboard.sandbox`` as ``user`` with ``environment`` (without the code folder on
-    its path, in an empty private folder: nothing of the submission is imported) and its own private folders.
-    It checks that the interpreter runs and imports memgym, that HOME, TMPDIR and the compilation prefix are
-    writable, that the accelerators' devices (:data:`DEVICES`) open, that every folder and file of ``code_dir``
-    is readable, and that the module of ``spec`` is found and readable. The answer is remembered for this
-    process (per user, interpreter, code folder, spec, paths and PYTHONPATH)."""
+    Runs ``python -m memgym.leaderboard.sandbox`` exactly as the agent's process will run (:class:`Launch`), with
+    ``environment``, without importing anything of the submission. It checks that the interpreter runs and imports
+    memgym, that HOME, TMPDIR and the compilation prefix are writable, that the accelerators' devices
+    (:data:`DEVICES`) open, that every folder and file of the code folder is readable, and that the module of
+    ``spec`` is found and readable. The answer is remembered for this process."""
     code = None if code_dir is None else str(Path(code_dir).resolve())
     paths = [str(Path(p).resolve()) for p in protect]
-    key = (user, sys.executable, code, spec, tuple(paths), environment.get("PYTHONPATH"))
+    key = (mode, user, sys.executable, code, spec, tuple(paths), environment.get("PYTHONPATH"))
     with _probed_lock:
         if key in _probed:
             return dict(_probed[key])
-    request = {"spec": spec, "code_dir": code, "protect": paths}
-    folders = PrivateFolders(user, pycache=code is not None)
+    who = f"user {user.name!r}" if user is not None else verifier_user()
+    launch = None
     try:
-        done = subprocess.run([sys.executable, "-m", "memgym.leaderboard.sandbox", json.dumps(request)],
-                              env=folders.environment(dict(environment)), cwd=folders.root / "home",
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
-                              **popen_arguments(user))
-        answer = _probe_answer(done, user)
-    except subprocess.TimeoutExpired:
-        answer = {"problem": f"a process of user {user.name!r} did not start and import memgym within "
-                             f"{PROBE_TIMEOUT:.0f}s", "writable": []}
+        launch = Launch(mode, user, code, None)
+        request = {"spec": spec, "code_dir": launch.code_inside, "protect": paths}
+        process = launch.popen([sys.executable, "-m", "memgym.leaderboard.sandbox", json.dumps(request)],
+                               environment, agent=False, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate(timeout=PROBE_TIMEOUT)
+            answer = _probe_answer(process.returncode, out, err, who)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            answer = {"problem": f"a process of {who} did not start and import memgym within {PROBE_TIMEOUT:.0f}s",
+                      "writable": []}
     except OSError as error:
-        answer = {"problem": f"user {user.name!r} cannot run the interpreter {sys.executable} "
-                             f"({error.strerror or error})", "writable": []}
+        answer = {"problem": f"{who} cannot start it ({error.strerror or error})", "writable": []}
     finally:
-        folders.remove()
+        if launch is not None:
+            launch.remove()
     with _probed_lock:
         _probed[key] = answer
     return dict(answer)
 
 
-def _probe_answer(done: subprocess.CompletedProcess, user: User) -> dict[str, Any]:
-    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+def _probe_answer(code: int, out: bytes, err: bytes, who: str) -> dict[str, Any]:
+    lines = out.decode("utf-8", "replace").strip().splitlines()
     try:
         answer = json.loads(lines[-1])
-        if done.returncode == 0 and isinstance(answer, dict) and "problem" in answer:
+        if code == 0 and isinstance(answer, dict) and "problem" in answer:
             return {"problem": answer["problem"], "writable": list(answer.get("writable", []))}
     except (IndexError, ValueError):
         pass
-    error = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return {"problem": f"a process of user {user.name!r} cannot import memgym (exit code {done.returncode}: "
+    error = err.decode("utf-8", "replace").strip().splitlines()
+    return {"problem": f"a process of {who} cannot import memgym (exit code {code}: "
                        f"{error[-1] if error else 'no message'})", "writable": []}
 
 
@@ -342,79 +581,142 @@ def kill_strays(uid: int, keep: set[int] = frozenset()) -> list[int]:
     return killed
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How the agent's process starts: ``mode``, started as ``user`` (None: the verifier's), from ``environment``
+    (the verifier's, allow-listed), with ``limits``; ``protection`` is :func:`describe`'s dict of it."""
+
+    mode: str
+    user: User | None
+    environment: dict[str, str]
+    limits: Limits | None
+    protection: dict[str, Any]
+
+    def launch(self, code_dir: str | os.PathLike | None) -> Launch:
+        return Launch(self.mode, self.user, code_dir, self.limits)
+
+
 def plan(spec: str | None, code_dir: str | os.PathLike | None, protect: Sequence[str | os.PathLike],
-         environment: Mapping[str, str]) -> tuple[User | None, dict[str, str], dict[str, Any]]:
-    """Harden this process (:func:`harden`) and decide how to run agent ``spec``'s process: the user (None: this
-    process's), the environment it starts from (``environment`` less :func:`passed_on`'s secrets) and the
-    protection in force (:func:`describe`). A root verifier whose :func:`probe` fails says why on standard
-    error, once per reason."""
+         environment: Mapping[str, str], limits: Limits | None = None, unsandboxed: bool = False) -> Plan:
+    """Harden this process (:func:`harden`) and decide how to start agent ``spec``'s process: the first mode of
+    the module docstring's whose :func:`probe` passes here, or, with ``unsandboxed``, as the verifier's own user.
+    ``limits``: :class:`Limits` (None: :meth:`Limits.for_cells` of one cell of the smallest budget, ten minutes).
+
+    Raises :class:`SandboxUnavailable`, before anything of the agent runs, where no mode works; its message says
+    what failed and names ``--unsandboxed``."""
     non_dumpable = harden()
     base, withheld = passed_on(environment)
-    user, reason, writable = agent_user(), None, []
-    if user is None:
-        if not sys.platform.startswith("linux"):
-            reason = f"a separate user is used on Linux only, not on {sys.platform}"
-        elif os.geteuid() != 0:
-            reason = "the verifier does not run as root, so it cannot start a process as another user"
-        else:
-            reason = f"no unprivileged user: {AGENT_USER!r} has uid or gid 0 here"
+    limits = limits or Limits.for_cells(0, 1)
+    if unsandboxed:
+        return Plan(UNSANDBOXED, None, base, limits, describe(UNSANDBOXED, None, non_dumpable, limits, withheld))
+    checked = ([] if code_dir is None else [code_dir]) + list(protect)
+    user, problems = agent_user(), []
+    if not sys.platform.startswith("linux"):
+        problems.append(f"bubblewrap and a separate user are used on Linux only, not on {sys.platform}")
     else:
-        checked = ([] if code_dir is None else [code_dir]) + list(protect)
-        answer = probe(user, base, spec, code_dir, checked)
-        if answer["problem"] is not None:
-            reason = answer["problem"]
-            _say_once(f"memgym: the agent's process runs as {verifier_user()}, the verifier's user, not as "
-                      f"{user.name!r}: {reason}")
-            user = None
+        if shutil.which(BUBBLEWRAP) is None:
+            problems.append("bubblewrap is not installed (no bwrap on PATH)")
         else:
-            writable = answer["writable"]
-    return user, base, describe(user, non_dumpable, reason, writable, withheld)
+            answer = probe(CONTAINER, user, base, spec, code_dir, checked)
+            if answer["problem"] is None:
+                used = _with_own_processes(limits, UNPRIVILEGED_ID if user is not None else os.getuid())
+                return Plan(CONTAINER, user, base, used,
+                            describe(CONTAINER, user, non_dumpable, used, withheld, answer["writable"]))
+            problems.append(f"bubblewrap cannot run it: {answer['problem']}")
+        if user is None:
+            problems.append("the verifier does not run as root, so it cannot start it as another user"
+                            if os.geteuid() != 0 else f"no unprivileged user: {AGENT_USER!r} has uid or gid 0 here")
+        else:
+            answer = probe(SEPARATE_USER, user, base, spec, code_dir, checked)
+            if answer["problem"] is None:
+                used = _with_own_processes(limits, user.uid)
+                return Plan(SEPARATE_USER, user, base, used,
+                            describe(SEPARATE_USER, user, non_dumpable, used, withheld, answer["writable"],
+                                     problems[-1]))
+            problems.append(f"as user {user.name!r}: {answer['problem']}")
+    raise SandboxUnavailable(
+        "the agent's process cannot be sandboxed here, so none of its code was run: " + "; ".join(problems)
+        + ". Install bubblewrap (apt install bubblewrap, dnf install bubblewrap), or verify as root, or pass "
+        f"--unsandboxed to run it as {verifier_user()}, with your privileges (the verdict then says so).")
 
 
-_said: set[str] = set()
+def _with_own_processes(limits: Limits, uid: int) -> Limits:
+    """``limits`` whose process count adds the tasks that user ``uid`` runs now (RLIMIT_NPROC counts them all)."""
+    from dataclasses import replace
+
+    return replace(limits, processes=limits.processes + _tasks_of(uid))
 
 
-def _say_once(message: str) -> None:
-    if message not in _said:
-        _said.add(message)
-        print(message, file=sys.stderr, flush=True)
+def _tasks_of(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid``, now."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                status = Path(entry.path, "status").read_text()
+                real = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:")))
+                threads = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+            except (OSError, ValueError, StopIteration, IndexError):
+                continue
+            count += threads if real == uid else 0
+    return count
 
 
-def describe(user: User | None, non_dumpable: bool, reason: str | None = None,
-             writable: Sequence[str] = (), withheld: Sequence[str] = ()) -> dict[str, Any]:
-    """The protection in force for an agent's process run as ``user`` (None: as this process's user, for
-    ``reason``), as a JSON-serialisable dict: ``separate_user``, ``user`` (name), ``uid``, ``gid``,
-    ``verifier_non_dumpable``, ``reason``, ``withheld_environment`` and ``unprotected``, plain sentences saying
-    what the agent's process can still do."""
+def describe(mode: str, user: User | None, non_dumpable: bool, limits: Limits | None,
+             withheld: Sequence[str] = (), writable: Sequence[str] = (), reason: str | None = None) -> dict[str, Any]:
+    """The protection in force for an agent's process started in ``mode`` as ``user`` (None: as this process's
+    user), as a JSON-serialisable dict: ``mode``, ``contained`` (the container), ``separate_user`` (not the
+    verifier's user), ``user`` (the name it runs as), ``uid``, ``gid``, ``network``, ``limits``,
+    ``verifier_non_dumpable``, ``reason`` (why not a stronger mode, or None), ``withheld_environment``, ``in_force``
+    and ``unprotected``: plain sentences saying what protects the verifier and what the agent's process can still
+    do."""
+    in_force = [f"limits: {limits.text()}"] if limits is not None else []
     unprotected = []
-    if user is not None:
-        unprotected.append(f"runs as {user.name!r} (uid {user.uid}), a user other processes may share: it can "
-                           "signal, and where the kernel allows trace, that user's other processes")
-        unprotected.append("can read every file that all users may read (the repository, the submission, the "
-                           "installed packages) and write where all users may (the shared temporary folders)")
-        unprotected += [f"can change {path}: writable by its user" for path in writable]
+    if mode == CONTAINER:
+        name, uid, gid = AGENT_USER, UNPRIVILEGED_ID, UNPRIVILEGED_ID
+        in_force += [
+            "bubblewrap: own user, PID, network, IPC, UTS and cgroup namespaces (no network, no process of the "
+            "verifier's to see, signal or trace), no user namespaces inside",
+            "a read-only root holding only the system's programs and libraries, the interpreter, its packages, "
+            "memgym and a private copy of the agent's code; a private tmpfs of "
+            f"{(limits.file_size if limits else Limits.DISK) / (1 << 30):.1f} GiB is its only writable folder",
+            "outside the namespaces it runs as " + (f"{user.name!r} (uid {user.uid})" if user is not None else
+                                                    f"the verifier's user ({verifier_user()}) in a user namespace "
+                                                    "of its own, without its capabilities"),
+            "everything it starts dies with it"]
+        unprotected.append("can read what the container holds: the installed packages, memgym and its own code")
+        if limits is not None and limits.address_space is None:
+            unprotected.append("can use as much memory as the machine gives (an accelerator is present: no "
+                               "address-space limit)")
+    elif mode == SEPARATE_USER:
+        assert user is not None
         name, uid, gid = user.name, user.uid, user.gid
+        in_force.append(f"runs as {user.name!r} (uid {user.uid}) with private HOME, TMPDIR and caches and a private "
+                        "copy of its code; what it orphans is killed when it closes")
+        unprotected.append(f"runs as {user.name!r}, a user other processes may share: it can signal, and where the "
+                           "kernel allows trace, that user's other processes")
+        unprotected.append("can read every file that all users may read and write where all users may (the "
+                           "shared temporary folders): its disk use there is not limited")
+        unprotected.append("can use the network")
+        unprotected += [f"can change {path}: writable by its user" for path in writable]
     else:
         name, uid, gid = verifier_user(), _getid("geteuid"), _getid("getegid")
-        if uid == 0:
-            unprotected.append("runs as root, the verifier's user: it can read and write the verifier's memory, "
-                               "signal it, and read and write every file (non-dumpable does not bind root)")
-        else:
-            unprotected.append(f"runs as the verifier's user ({name}, not root): it can signal the verifier and "
-                               "write every file the verifier can, its results and the submission included")
-            if not non_dumpable:
-                unprotected.append("can read the verifier's memory and environment (/proc/<pid>/mem, environ) "
-                                   "and trace it: the verifier could not make itself non-dumpable here")
-        unprotected.append("processes it starts outside its process group outlive the verification")
-    unprotected.append("can use the network, and as much CPU time, memory and disk as the machine gives (no "
-                       "limits are set)")
-    if withheld:
-        unprotected.append("receives the verifier's environment variables, except those whose names mark a "
-                           f"secret ({', '.join(withheld)})")
-    else:
-        unprotected.append("receives the verifier's environment variables")
-    return {"separate_user": user is not None, "user": name, "uid": uid, "gid": gid,
-            "verifier_non_dumpable": bool(non_dumpable), "reason": reason, "withheld_environment": list(withheld),
+        reason = reason or "asked for (--unsandboxed)"
+        unprotected.append("UNSANDBOXED (asked for): runs as the verifier's user"
+                           + (", root: it can read and write the verifier's memory, signal it, and read and write "
+                              "every file" if uid == 0 else
+                              f" ({name}): it can signal the verifier and write every file the verifier can, its "
+                              "results and the submission included"))
+        unprotected.append("can use the network; processes it starts outside its process group outlive it")
+    if non_dumpable:
+        in_force.append("the verifier is non-dumpable (no /proc/<pid>/mem, environ or ptrace for other users' "
+                        "processes and its own user's)")
+    in_force.append("its environment is built from an allow-list (of the verifier's variables, "
+                    f"{len(withheld)} withheld: withheld_environment)")
+    return {"mode": mode, "contained": mode == CONTAINER, "separate_user": mode != UNSANDBOXED, "user": name,
+            "uid": uid, "gid": gid, "network": mode != CONTAINER,
+            "limits": None if limits is None else asdict(limits), "verifier_non_dumpable": bool(non_dumpable),
+            "reason": reason, "withheld_environment": list(withheld), "in_force": in_force,
             "unprotected": unprotected}
 
 
@@ -423,7 +725,7 @@ def _getid(name: str) -> int | None:
     return None if function is None else function()
 
 
-# ---- the probe, run as the agent's user -------------------------------------------------------------------------
+# ---- the probe, run as the agent's process will run -------------------------------------------------------------------------
 
 def _unreadable(root: str) -> str | None:
     """The first folder or file under ``root`` this process cannot read (folders: list and enter), or None."""

@@ -27,6 +27,7 @@ import numpy as np
 from memgym.leaderboard.code_identity import code_hash, code_modules
 from memgym.leaderboard.limits import LIMITS
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
+from memgym.leaderboard.sandbox import UNSANDBOXED
 from memgym.leaderboard.store import CURVE_POINTS, ResultsStore, backend, provenance, result_order
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
 from memgym.validation import check_number, check_real
@@ -594,6 +595,7 @@ def compare_training(stored: dict[str, Any], rerun: tuple[dict, dict, list] | st
 
 def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None = None, z: float = Z,
            cell_timeout: float | None = None, preset: str | None = None, exact: bool = False,
+           unsandboxed: bool = False, memory_limit: float | None = None,
            log: Callable[[str], None] = print) -> dict[str, Any]:
     """Check the submission at ``path`` offline, evaluate every JAX-tier cell's stored policy, re-train ``k``
     cells (``"all"``: every cell) drawn with ``sample_seed`` (None: a fresh random seed, printed) out of the
@@ -610,6 +612,8 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
     check_real("z", z, 0.0, include_low=False)
     if cell_timeout is not None:
         check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
+    if memory_limit is not None:
+        check_real("memory_limit", memory_limit, 0.0, include_low=False)
     if sample_seed is None:
         sample_seed = int.from_bytes(os.urandom(4), "little")
     here = provenance()
@@ -642,17 +646,28 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
     sample = sorted(random.Random(sample_seed).sample(cells, len(cells) if k == "all" else min(k, len(cells))),
                     key=lambda c: (track.sweep.index(c[0]), c[1]))
     drawn = ", ".join(f"{track.sweep.column(v)} seed {s}" for v, s in sample) or "none"
+    # fail closed: where no sandbox works, stop here, before any of the agent's code runs (SandboxUnavailable).
+    # Any-framework tier: a process per re-run cell; JAX tier: one process exports the act and re-trains the
+    # sample, its limits a cell's for each and one more.
+    from memgym.leaderboard import isolation, sandbox
+
+    limits = sandbox.Limits.for_cells(submission.budget.total_steps, 1 if tier == "any" else len(sample) + 1,
+                                      cell_timeout, memory_limit)
+    protection = isolation.protection(submission.spec, submission.code_dir, [submission.root], limits, unsandboxed)
+    log(f"[{submission.name}] the agent's process runs sandboxed as {protection['mode']!r}: "
+        + "; ".join(protection["in_force"]))
     if tier == "any":
         log(f"[{submission.name}] re-running {len(sample)} of {len(cells)} cells (sample seed {sample_seed}; the "
             f"agent in a child process, counted here): {drawn}")
-        reruns, protection = _rerun_any(submission, sample, cell_timeout, log)
+        reruns = _rerun_any(submission, sample, cell_timeout, limits, unsandboxed, log)
         rows = [compare(results[cell], rerun, track, exact=exact, z=z) for cell, rerun in zip(sample, reruns)]
         training: list[dict[str, Any]] = []
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "re-trained and evaluated here"}
     else:
         log(f"[{submission.name}] evaluating the stored policy of every cell here, then re-training {len(sample)} "
             f"of {len(cells)} cells (sample seed {sample_seed}; the agent in a child process): {drawn}")
-        rows, training, protection = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, log)
+        rows, training = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, limits,
+                                     unsandboxed, log)
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "stored policies evaluated here"}
         if not exact and not all(same_backend(results[cell], here) for cell in cells):
             made = next(iter(results.values())).get("provenance", {})
@@ -703,23 +718,22 @@ def pooled_bias(rows: list[dict[str, Any]], z: float) -> dict[str, Any] | None:
 
 
 def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeout: float | None,
-               log: Callable[[str], None]) -> tuple[list[tuple[dict, dict] | str], dict[str, Any]]:
-    """The sampled cells of an any-framework agent re-run with the agent in a child process and counted here;
-    per cell its outcome or failure reason, and the protection of the agent's process
-    (:func:`~memgym.leaderboard.isolation.protection`)."""
+               limits: Any, unsandboxed: bool, log: Callable[[str], None]) -> list[tuple[dict, dict] | str]:
+    """The sampled cells of an any-framework agent re-run with the agent in a child process (one per cell, in the
+    sandbox, :class:`~memgym.leaderboard.isolation.AgentProcess`) and counted here; per cell its outcome or failure
+    reason."""
     from memgym.leaderboard import any_tier, isolation
     from memgym.leaderboard.planning import NUM_ENVS
 
     track, budget = submission.track, submission.budget
     outcomes: list[tuple[dict, dict] | str] = []
-    protections: list[dict[str, Any]] = []
     for value, seed in sample:
         started = time.perf_counter()
         deadline = math.inf if cell_timeout is None else started + cell_timeout
         try:
-            with isolation.AgentProcess(submission.spec, submission.code_dir, protect=[submission.root]) as process, \
+            with isolation.AgentProcess(submission.spec, submission.code_dir, protect=[submission.root],
+                                        limits=limits, unsandboxed=unsandboxed) as process, \
                     any_tier._alarm(cell_timeout):
-                protections.append(process.protection)
                 agent = isolation.RemoteAgent(process, track, value, seed, budget.total_steps, NUM_ENVS)
                 train = any_tier.train(agent, track, budget, value, seed, NUM_ENVS, deadline)
                 outcomes.append((train, any_tier.evaluate(agent, track, budget, value, NUM_ENVS, deadline)))
@@ -727,13 +741,12 @@ def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeo
             outcomes.append(str(error))
         log(f"[{submission.name}] {track.sweep.column(value)} seed {seed}: re-run in "
             f"{time.perf_counter() - started:.0f}s")
-    return outcomes, protections[0] if protections else isolation.protection(submission.spec, submission.code_dir,
-                                                                              [submission.root])
+    return outcomes
 
 
 def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str, Any]],
                 sample: list[tuple[Any, int]], here: dict[str, Any], exact: bool, z: float,
-                cell_timeout: float | None, log: Callable[[str], None]):
+                cell_timeout: float | None, limits: Any, unsandboxed: bool, log: Callable[[str], None]):
     """A JAX-tier submission: every ``ok`` cell's stored policy evaluated here with the agent's exported ``act``
     (the evaluation rows), then the ``sample`` re-trained in the agent's process (the training rows)."""
     from memgym.leaderboard import isolation, policies
@@ -747,9 +760,8 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
     environment = {"XLA_FLAGS": flags.pop() or ""} if len(flags) == 1 and None not in flags else {}
     child_flags = environment.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
     rows, training = [], []
-    with isolation.AgentProcess(submission.spec, submission.code_dir, environment,
-                                protect=[submission.root]) as process:
-        protection = process.protection
+    with isolation.AgentProcess(submission.spec, submission.code_dir, environment, protect=[submission.root],
+                                limits=limits, unsandboxed=unsandboxed) as process:
         started = time.perf_counter()
         exports: dict[Any, tuple[dict[str, Any], Callable]] = {}  # per env (Track.env_key): the act, its evaluator
 
@@ -817,7 +829,7 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                                  exact=exact or same_backend(results[cell], here, child_flags)))
             log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: re-trained in "
                 f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
-    return rows, training, protection
+    return rows, training
 
 
 def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,
@@ -861,6 +873,8 @@ def status(submission: Submission) -> str:
                 f"{training.get('exact', 0) + training.get('within_spread', 0)}/{training.get('sampled', 0)}")
     else:
         text = f"re-run {agreeing}/{len(rows)} of {(verdict.get('evaluation') or {}).get('cells', len(rows))}"
+    if (verdict.get("isolation") or {}).get("mode") == UNSANDBOXED:  # asked for by name: shown wherever it is read
+        text += ", unsandboxed"
     return text if verdict.get("verdict") == "verified" else f"mismatch: {text}"
 
 
@@ -917,10 +931,10 @@ def table(verdict: dict[str, Any], track: Track) -> str:
         lines.append(f"note: {verdict['note']}")
     isolated = verdict.get("isolation")
     if isinstance(isolated, dict):
-        lines.append(f"isolation: the agent's process ran as {isolated.get('user')} ("
-                     + ("a separate, unprivileged user" if isolated.get("separate_user") else
-                        f"the verifier's own user: {isolated.get('reason') or 'not root'}")
-                     + f"); the verifier was {'' if isolated.get('verifier_non_dumpable') else 'NOT '}non-dumpable"
+        mode = isolated.get("mode", "separate user" if isolated.get("separate_user") else UNSANDBOXED)
+        lines.append(f"isolation: {mode.upper() if mode == UNSANDBOXED else mode}, as {isolated.get('user')}"
+                     + (f" (not a stronger mode: {isolated['reason']})" if isolated.get("reason") else "")
+                     + "".join(f"\n  - in force: {line}" for line in isolated.get("in_force") or [])
                      + "".join(f"\n  - it could still: {line}" for line in isolated.get("unprotected") or []))
     if verdict.get("cells"):
         counts = (f"evaluation {verdict.get('agreeing', 0)}/{len(verdict['cells'])} cells agree" if jax_tier else
