@@ -8,7 +8,7 @@ Otherwise :func:`plan` takes the first mode that works here, checked by a probe 
 agent will be (:func:`probe`), and raises :class:`SandboxUnavailable` where none does, before any
 agent code runs:
 
-1. :data:`CONTAINER`: `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``), the
+1. :data:`CONTAINER`: bubblewrap (``bwrap``), the
    unprivileged sandbox that Flatpak is built on, maintained and packaged by every Linux
    distribution. The child runs in new user, PID, network, IPC, UTS and cgroup namespaces
    (:func:`container_arguments`): as user ``nobody`` inside, with no network (only a loopback
