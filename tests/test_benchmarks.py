@@ -1,7 +1,10 @@
 """Every script in benchmarks/ runs: its ``--smoke`` mode, in a fresh process, prints its table.
 
 Nothing else runs the benchmark scripts, so without these tests they rot (a model joins the
-registry, an API changes) unnoticed until someone needs a number. ``--smoke`` runs a script's
+registry, an API changes) unnoticed until someone needs a number. Twenty smoke runs take about 30
+minutes of a CPU core (60-110 s each on a 2-core machine), more than CI's time allows: they are
+the ``extended`` tier (``python -m pytest -q -m extended``), run by whoever changes a benchmark or
+what it measures, and before a release. ``--smoke`` runs a script's
 whole code path (every table, every model it measures, its files) at tiny sizes; the figures it
 prints mean nothing, only that it ran. The scripts run against this checkout's ``memgym``
 (``PYTHONPATH`` is the repository root) and write their files under the test's ``tmp_path``.
@@ -176,7 +179,8 @@ def test_every_benchmark_has_a_smoke_case():
         assert '"--smoke"' in (BENCHMARKS / script).read_text(), f"benchmarks/{script} has no --smoke flag"
 
 
-@pytest.mark.slow(seconds=45)
+@pytest.mark.slow(seconds=60)
+@pytest.mark.extended
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_smoke_run_prints_its_table(script, tmp_path):
     case = CASES.get(script)
