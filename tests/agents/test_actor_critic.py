@@ -127,6 +127,7 @@ def test_run_continues_train():
     np.testing.assert_array_equal(np.concatenate([first["episodes"], rest["episodes"]]), metrics["episodes"])
 
 
+@pytest.mark.slow(seconds=18)
 def test_act_is_one_step_of_the_policy():
     trainer = A2CTrainer(config(), TMazeJax())
     policy = trainer.init_params(jax.random.key(0))

@@ -129,6 +129,7 @@ def test_functional_and_host_collectors_record_the_same_steps(kind):
     envs.close()
 
 
+@pytest.mark.slow(seconds=28)
 def test_host_agent_speaks_the_any_framework_protocol_and_evaluates_greedily():
     """Driven through act/observe only: it learns every steps_per_update steps, then, once total_steps are
     spent, acts with the trainer's evaluation policy (greedy Q for DQN) on every stream's own carry."""

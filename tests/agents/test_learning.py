@@ -58,6 +58,7 @@ def test_a2c_with_arelit_solves_tmaze_corridor_10():
     assert success >= 0.95, success
 
 
+@pytest.mark.slow(seconds=38)
 def test_a2c_without_memory_stays_near_chance_on_tmaze_corridor_10():
     """Same budget, memoryless ``mlp``: it learns to walk to the junction, but not which way to turn."""
     config = A2CConfig(memory="mlp", memory_config=json.dumps({"features": 64}), **A2C_BUDGET)

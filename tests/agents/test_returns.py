@@ -52,6 +52,7 @@ def test_discounted_return_matches_loop(seed, length, gamma, method):
     st.floats(0.0, 1.0),
     st.sampled_from(["associative", "sequential"]),
 )
+@pytest.mark.slow(seconds=56)
 def test_gae_matches_loop(seed, length, gamma, lam, method):
     reward, value, next_value, terminated, truncated = random_tape(seed, length)
     adv, target = generalized_advantage(reward, value, next_value, terminated, truncated, gamma, lam, method=method)

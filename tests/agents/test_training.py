@@ -102,6 +102,7 @@ def test_success_over_last_window():
     np.testing.assert_allclose(success_over_last(metrics, 10**9, 100), [3 / 12, 1.0])
 
 
+@pytest.mark.slow(seconds=45)
 def test_tensorboard_logs_when_installed(tmp_path):
     pytest.importorskip("tensorboardX")
     out = train_tmaze(CONFIG, tmp_path / "tb", corridor_length=3, max_episode_steps=20, seeds=1, chunks=2,
@@ -109,6 +110,7 @@ def test_tensorboard_logs_when_installed(tmp_path):
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow(seconds=37)
 def test_cli_train_on_a_gymnasium_env_through_the_host_loop(tmp_path, capsys):
     pytest.importorskip("popgym")
 

@@ -184,6 +184,7 @@ def lockstep(name: str, steps: int, seed: int, prev_action: bool = True, env: Po
 # parity
 
 
+@pytest.mark.slow(seconds=110)
 @pytest.mark.parametrize("name", tiered(NAMES))
 def test_parity_with_popgym(name):
     """4,000 steps of every task and difficulty in lockstep with popgym: observations exact, each
@@ -456,6 +457,7 @@ def test_every_episode_deals_a_fresh_uniform_permutation(name):
     assert abs(fixed_points.mean() - 1) < 5 / math.sqrt(batch)
 
 
+@pytest.mark.slow(seconds=17)
 def test_step_follows_the_installed_gymnax():
     """``step`` / ``step_env`` return what the installed gymnax expects (1.0: six / five values with the
     truncation left to ``is_truncated``; 0.0.9: five, ``done`` fourth, the flags in ``info``), and

@@ -127,6 +127,7 @@ def test_reset_isolation(name):
         offset += length
 
 
+@pytest.mark.slow(seconds=45)
 @WITH_VARIANTS
 def test_finite_values_and_gradients_on_a_long_tape(name):
     model, params = build(name)
