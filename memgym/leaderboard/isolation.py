@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
