@@ -57,6 +57,7 @@ def test_host_spaces_need_discrete_actions():
         EnvSpec.from_spaces(PIXEL_SPACE, gym.spaces.Box(-1, 1, (2,), np.float32))
 
 
+@pytest.mark.slow(seconds=14)
 def test_resnet_downsamples_three_times():
     encoder = ImpalaResNet()
     image = jnp.zeros((2, 64, 64, 3))

@@ -71,6 +71,7 @@ def test_every_kernel_is_orthogonal_with_its_documented_gain(name, network):
     assert all(not b.any() for b in biases)
 
 
+@pytest.mark.slow(seconds=13)
 def test_image_encoder_kernels_are_orthogonal():
     net = ActorCritic("gru", frozen_config(SMALL["gru"]), 4, head_width=16, image_shape=(8, 8, 3))
     obs = jnp.zeros((2, 8 * 8 * 3))

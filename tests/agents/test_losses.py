@@ -47,6 +47,7 @@ def stub_replay(trainer: ActorCriticTrainer) -> None:
 # --- A2C -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow(seconds=14)
 def test_a2c_loss_matches_hand_computed_value():
     gamma, lam, value_coef, entropy_coef = 0.9, 0.8, 0.5, 0.01
     trainer = A2CTrainer(

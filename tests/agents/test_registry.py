@@ -82,6 +82,7 @@ def test_steps_per_update_means_steps_per_environment_in_every_config():
         assert config.num_updates == 10
 
 
+@pytest.mark.slow(seconds=16)
 def test_a_new_algorithm_writes_only_its_policy_and_learning_steps():
     """A uniformly random policy that counts what it learns from: it trains functionally and in a host loop."""
     import jax

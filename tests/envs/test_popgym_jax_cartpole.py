@@ -423,6 +423,7 @@ def test_truncation_follows_traced_max_episode_length_under_vmap():
     assert ends == [list(range(5, 45, 5)), [17, 34], [40], []]
 
 
+@pytest.mark.slow(seconds=17)
 def test_auto_reset_and_step_env_agree():
     env = VelocityOnlyCartPole(max_episode_length=3)
     params = env.default_params
@@ -469,6 +470,7 @@ def test_the_gymnasium_adapter_passes_check_env():
         check_env(GymnasiumAdapter(env, env.default_params))
 
 
+@pytest.mark.slow(seconds=14)
 def test_physics_follows_jaxs_float_type():
     env = PositionOnlyCartPoleEasy()
     for x64, dtype in ((False, np.float32), (True, np.float64)):

@@ -29,6 +29,7 @@ def test_missing_extra_names_what_needs_it_and_the_install_line():
     assert missing("x", "memax", error) is error
 
 
+@pytest.mark.slow(seconds=14)
 def test_list_marks_the_agents_whose_extra_is_missing(tmp_path):
     listed = cli_without_memax("leaderboard", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr

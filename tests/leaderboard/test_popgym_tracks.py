@@ -147,6 +147,7 @@ def per_task_agent(context):
     return UniformActions(context.action_space.n)
 
 
+@pytest.mark.slow(seconds=16)
 def test_a_run_resumes_with_an_agent_sized_for_each_task(tmp_path):
     """On a track whose tasks have their own spaces, a cell's record holds the config of the agent built for its
     task: resuming the board with another task compares each record with its own task's config (the agent built

@@ -613,6 +613,7 @@ def test_the_digest_tells_apart_files_whose_bytes_only_moved_between_them(honest
     shutil.rmtree(moved)
 
 
+@pytest.mark.slow(seconds=16)
 def test_a_small_edit_on_every_cell_is_caught_pooled_and_exact_ignores_the_claimed_backend(honest, capsys):
     """+26 successes of 256 episodes (+0.10) on every stored evaluation score lies within each cell's tolerance
     (about 0.13) but not within the pooled one; `--exact` compares exactly whatever the provenance claims."""
