@@ -654,8 +654,14 @@ def factory(context):
 def test_files_changed_during_the_verification_make_it_malformed_and_the_agent_output_is_marked(
         tmp_path, capfd, monkeypatch):
     folder = make_submission(tmp_path, "tamperer", TAMPERING_AGENT, "tamperer")
+    records = {p: p.read_bytes() for p in (folder / "results").rglob("*.json")}
     monkeypatch.setenv("MEMGYM_TAMPER", "1")
-    assert main(["leaderboard", "verify", str(folder), "--k", "1"]) == 1
+    # sandboxed, the agent sees only its own code: the records stay as they were and the verdict stands
+    assert main(["leaderboard", "verify", str(folder), "--k", "1"]) == 0
+    assert {p: p.read_bytes() for p in (folder / "results").rglob("*.json")} == records
+    capfd.readouterr()
+    # run as the verifier's own user (asked for by name), it rewrites them: the verification notices
+    assert main(["leaderboard", "verify", str(folder), "--k", "1", "--unsandboxed"]) == 1
     out, err = capfd.readouterr()
     verdict = json.loads((folder / "verification.json").read_text())
     assert verdict["verdict"] == "malformed"
