@@ -119,7 +119,7 @@ CASES: dict[str, Case] = {
         prints=("| model | XLA memory (MiB) |", "biggest temporaries by shape", "AReLiT / GTrXL-256 XLA memory"),
     ),
     "popgym_jax_speed.py": Case(
-        prints=("| task | JAX vmapped steps/s |", "| RepeatPreviousEasy |", "| CountRecallEasy |", "load at the end"),
+        prints=("| task | JAX, 16 envs, steps/s |", "| RepeatPreviousEasy |", "| BattleshipEasy |", "load at the end"),
         args=("--json", "{tmp}/popgym_jax_speed.json"),
         writes=("popgym_jax_speed.json",),
         needs="popgym",

@@ -89,13 +89,13 @@ class EnvSpec:
     @classmethod
     def from_env(cls, env: Any, params: Any = None) -> EnvSpec:
         """The spec of a gymnax environment (``params``: its default params if None)."""
-        from gymnax.environments.spaces import gymnax_space_to_gym_space
+        from memgym.envs.functional import gymnasium_space
 
         params = env.default_params if params is None else params
-        space = gymnax_space_to_gym_space(env.observation_space(params))
+        space = gymnasium_space(env.observation_space(params))
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"trainers need a flat Box observation space, got {space}")
-        actions = gymnax_space_to_gym_space(env.action_space(params))
+        actions = gymnasium_space(env.action_space(params))
         return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(actions))
 
     @classmethod

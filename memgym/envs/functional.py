@@ -54,6 +54,46 @@ from memgym.envs import gymnax_compat
 
 Environment = environment.Environment
 
+class MultiDiscrete(spaces.Space):
+    """A gymnax space of integer vectors (gymnax has none): entry ``i`` takes the values ``0 .. nvec[i] - 1``,
+    as Gymnasium's ``MultiDiscrete(nvec)`` (:func:`gymnasium_space` converts it). Jittable like gymnax's spaces.
+
+    Args:
+        nvec: the number of values of each entry, a non-empty sequence of integers >= 1.
+    """
+
+    def __init__(self, nvec: Any):
+        values = np.asarray(nvec)
+        if (values.ndim != 1 or values.size == 0 or values.dtype == bool or not np.issubdtype(values.dtype, np.integer)
+                or np.any(values < 1)):
+            raise ValueError(f"nvec must be a non-empty sequence of integers >= 1, got nvec={nvec!r}")
+        self.nvec = values.astype(np.int32)
+        self.shape = self.nvec.shape
+        self.dtype = jnp.int32
+
+    def __repr__(self) -> str:
+        return f"MultiDiscrete({self.nvec.tolist()})"
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """A uniformly random vector of the space."""
+        return jax.random.randint(key, self.shape, 0, jnp.asarray(self.nvec), self.dtype)
+
+    def contains(self, x: Any) -> jax.Array:
+        """Whether ``x`` has the space's shape and every entry in its range (a boolean array of shape ``()``)."""
+        x = jnp.asarray(x)
+        if x.shape != self.shape:
+            return jnp.zeros((), bool)
+        return jnp.all((x >= 0) & (x < jnp.asarray(self.nvec)))
+
+
+def gymnasium_space(space: spaces.Space) -> gym.Space:
+    """The Gymnasium space of a gymnax space: gymnax's own conversion, and :class:`MultiDiscrete` as
+    Gymnasium's ``MultiDiscrete``."""
+    if isinstance(space, MultiDiscrete):
+        return gym.spaces.MultiDiscrete(space.nvec.astype(np.int64))
+    return spaces.gymnax_space_to_gym_space(space)
+
+
 # Set in a child forked from a process that had imported this module (so JAX was loaded): XLA's threads do
 # not survive a fork, and JAX calls in such a child wait forever.
 _FORKED_AFTER_JAX = [False]
@@ -290,8 +330,8 @@ class GymnasiumAdapter(_PicklesJaxState, gym.Env):
         self.params = env.default_params if params is None else params
         self.render_mode = render_mode
         self.metadata = {"render_modes": list(render_modes), "render_fps": 10}
-        self.observation_space = spaces.gymnax_space_to_gym_space(env.observation_space(self.params))
-        self.action_space = spaces.gymnax_space_to_gym_space(env.action_space(self.params))
+        self.observation_space = gymnasium_space(env.observation_space(self.params))
+        self.action_space = gymnasium_space(env.action_space(self.params))
         self._key: jax.Array | None = None
         self._state: Any = None
         self._compile()
@@ -358,8 +398,8 @@ class GymnasiumVectorAdapter(_PicklesJaxState, gym.vector.VectorEnv):
         self.num_envs = int(num_envs)
         self.render_mode = None
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "render_modes": []}
-        self.single_observation_space = spaces.gymnax_space_to_gym_space(env.observation_space(self.params))
-        self.single_action_space = spaces.gymnax_space_to_gym_space(env.action_space(self.params))
+        self.single_observation_space = gymnasium_space(env.observation_space(self.params))
+        self.single_action_space = gymnasium_space(env.action_space(self.params))
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
         self._key: jax.Array | None = None  # [N] keys, one per environment
@@ -403,7 +443,9 @@ class GymnasiumVectorAdapter(_PicklesJaxState, gym.vector.VectorEnv):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions)
-        valid = actions.shape == (self.num_envs,) and actions.dtype.kind in "iu" and self.action_space.contains(actions)
+        integral = not isinstance(self.single_action_space, gym.spaces.Box)
+        valid = (actions.shape == self.action_space.shape and (actions.dtype.kind in "iu" or not integral)
+                 and self.action_space.contains(actions))
         if not valid:
             raise ValueError(f"actions must be {self.num_envs} actions of {self.single_action_space}, got {actions!r}")
         self._key, obs, self._state, reward, terminated, truncated, info = self._step(

@@ -24,7 +24,7 @@ def test_the_tmaze_is_a_gymnax_environment():
     again, again_params = gymnax.make("memgym/TMaze-v0", corridor_length=7)  # registered with gymnax
     assert type(again) is type(env) and int(again_params.corridor_length) == 7
     for bad, message in (("memgym/TMazeJax-v0", "memgym/TMaze-v0"), ("memgym/Tmaze-v0", "unknown"),
-                         ("memgym/popgym-MultiarmedBanditEasy-v0", "without a JAX version")):
+                         ("memgym/MemoryMaze-9x9-v0", "without a JAX version")):
         with pytest.raises(ValueError, match=message):
             make_jax(bad)
     with pytest.raises(ValueError, match="max_steps_in_episode"):  # the params' name is not make_jax's

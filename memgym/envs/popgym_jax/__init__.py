@@ -6,6 +6,9 @@
   Autoencode, Higher/Lower, Concentration);
 - :mod:`memgym.envs.popgym_jax.cartpole`: the partially observed CartPoles (position only, velocity
   only, noisy position only);
+- :mod:`memgym.envs.popgym_jax.pendulum`: the partially observed Pendulums (position only, noisy position
+  only);
+- :mod:`memgym.envs.popgym_jax.games`: the multi-armed bandit, Battleship and MineSweeper;
 - :mod:`memgym.envs.popgym_jax.registration`: their ids. Each task ``<Name>`` (popgym's class name,
   e.g. ``RepeatPreviousEasy``) is the gymnax environment ``memgym/popgym-<Name>-v0``
   (``memgym.envs.make_jax``; after that, ``gymnax.make`` under gymnax 1.0) — the id of its NumPy
@@ -26,6 +29,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "memgym.envs.popgym_jax.cards": ("RepeatFirst", "RepeatPrevious", "CountRecall", "Autoencode", "HigherLower",
                                      "Concentration"),
     "memgym.envs.popgym_jax.cartpole": ("PositionOnlyCartPole", "VelocityOnlyCartPole", "NoisyPositionOnlyCartPole"),
+    "memgym.envs.popgym_jax.pendulum": ("PositionOnlyPendulum", "NoisyPositionOnlyPendulum"),
+    "memgym.envs.popgym_jax.games": ("MultiarmedBandit", "Battleship", "MineSweeper"),
 }
 
 

@@ -100,7 +100,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, difficulty, one_hot, rounded_ratio
+from memgym.envs.popgym_jax.common import PopGymParams, PopGymState, ScoredTask, difficulty, one_hot
 from memgym.validation import check_choice, check_int
 
 __all__ = [
@@ -264,14 +264,9 @@ def _no_score() -> jax.Array:
     return jnp.zeros((), jnp.int32)
 
 
-class CardTask(PopGymJaxEnv):
-    """A task played with ``num_decks`` shuffled 52-card decks (see the module docstring).
-
-    Every card task's rewards are integer multiples of ``1 / reward_denominator(params)``: a task
-    writes :meth:`play` (one step, its reward in those units) and this class turns the units into
-    the float32 reward and keeps their sum in ``task.score``, so that ``info["episode_return"]`` is
-    ``rounded_ratio(score, reward_denominator)``: popgym's ``math.fsum`` of its float64 rewards
-    rounded to float32, to the bit.
+class CardTask(ScoredTask):
+    """A task played with ``num_decks`` shuffled 52-card decks (see the module docstring); its rewards are
+    integer multiples of ``1 / reward_denominator(params)`` (:class:`~memgym.envs.popgym_jax.common.ScoredTask`).
     """
 
     def __init__(self, num_decks: int = 1, prev_action: bool = True):
@@ -282,30 +277,6 @@ class CardTask(PopGymJaxEnv):
     @property
     def name(self) -> str:
         return type(self).__name__
-
-    # --- what a card task writes ----------------------------------------------------------------
-
-    def reward_denominator(self, params: PopGymParams) -> Any:
-        """The rewards' unit is ``1 / reward_denominator`` (an int, or int32 when traced)."""
-        raise NotImplementedError
-
-    def play(self, key: jax.Array, state: PopGymState, action: Any,
-             params: PopGymParams) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
-        """One step: ``(task state, reward in units, terminated, truncated)``; the score is added here."""
-        raise NotImplementedError
-
-    # --- the shared parts -----------------------------------------------------------------------
-
-    def transition(self, key, state, action, params):
-        task, units, terminated, truncated = self.play(key, state, action, params)
-        units = jnp.asarray(units, jnp.int32)
-        reward = rounded_ratio(units, self.reward_denominator(params))
-        return task.replace(score=state.task.score + units), reward, terminated, truncated
-
-    def episode_return(self, state: PopGymState, params: PopGymParams) -> jax.Array:
-        """``rounded_ratio(score, reward_denominator)``: the return of the episode so far, exactly popgym's
-        score rounded to float32."""
-        return rounded_ratio(state.task.score, self.reward_denominator(params))
 
     def dealt(self, decks: Decks) -> DeckState:
         """A dealing task's state at the start of an episode played with ``decks``."""

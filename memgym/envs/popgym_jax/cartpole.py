@@ -121,8 +121,14 @@ from flax import struct
 from gymnax.environments import spaces
 from jax import lax
 
-from memgym.envs.popgym_jax.common import PopGymJaxEnv, PopGymParams, PopGymState, difficulty
-from memgym.validation import check_int, check_real
+from memgym.envs.popgym_jax.common import (
+    ControlParams,
+    ControlTask,
+    PopGymState,
+    difficulty,
+    physics_dtype,
+    unfused,
+)
 
 __all__ = [
     "CARTPOLE_TASKS",
@@ -173,20 +179,6 @@ DEFAULT_EPISODE_LENGTH = 200
 DEFAULT_NOISE_SIGMA = 0.1
 
 
-def physics_dtype() -> Any:
-    """The float type of the physics: float64 under JAX's 64-bit mode, float32 otherwise (decided when traced)."""
-    return jax.dtypes.canonicalize_dtype(jnp.float64)
-
-
-def _rounded(value: jax.Array) -> jax.Array:
-    """``value`` itself, as an operand the compiler cannot fuse with the operation that made it.
-
-    XLA's CPU backend contracts a multiply feeding an add into one fused multiply-add (a single
-    rounding), which NumPy never does. A select on ``isnan`` is the identity (NaN stays NaN) but no
-    rewrite sees through it, so the product is rounded on its own, as in NumPy."""
-    return jnp.where(jnp.isnan(value), jnp.nan, value)
-
-
 def exact_ratio(numerator: Any, denominator: Any) -> jax.Array:
     """``numerator / denominator`` of two integers, rounded to the nearest float32 (as NumPy's float64
     quotient rounded to float32 is), for ``0 <= numerator < 2**24`` and ``1 <= denominator <= 2**12``.
@@ -228,16 +220,16 @@ def cartpole_dynamics(physics: jax.Array, action: Any) -> jax.Array:
     total_mass = jnp.where(jnp.isnan(theta), jnp.nan, jnp.asarray(TOTAL_MASS, dtype))
     push = jnp.where(jnp.asarray(action) == 1, force, -force)
     cos, sin = jnp.cos(theta), jnp.sin(theta)
-    temp = (push + _rounded(pole_mass_length * (theta_dot * theta_dot) * sin)) / total_mass
-    theta_acc = (_rounded(gravity * sin) - _rounded(cos * temp)) / (
+    temp = (push + unfused(pole_mass_length * (theta_dot * theta_dot) * sin)) / total_mass
+    theta_acc = (unfused(gravity * sin) - unfused(cos * temp)) / (
         half_length * (four_thirds - mass_pole * (cos * cos) / total_mass)
     )
     x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
     return jnp.stack([
-        x + _rounded(tau * x_dot),
-        x_dot + _rounded(tau * x_acc),
-        theta + _rounded(tau * theta_dot),
-        theta_dot + _rounded(tau * theta_acc),
+        x + unfused(tau * x_dot),
+        x_dot + unfused(tau * x_acc),
+        theta + unfused(tau * theta_dot),
+        theta_dot + unfused(tau * theta_acc),
     ])
 
 
@@ -249,15 +241,9 @@ def cartpole_fell(physics: jax.Array) -> jax.Array:
     return (x < -x_limit) | (x > x_limit) | (theta < -theta_limit) | (theta > theta_limit)
 
 
-@struct.dataclass
-class CartPoleParams(PopGymParams):
-    """A CartPole's traced parameters (a gymnax ``EnvParams``): ``max_steps_in_episode`` is popgym's
-    ``max_episode_length`` (the episode is truncated on that step; each step rewards its inverse);
-    ``noise_sigma`` the standard deviation of NoisyPositionOnlyCartPole's reading noise (unused by the
-    noiseless tasks). Build checked ones with :meth:`CartPoleTask.params`."""
-
-    max_steps_in_episode: Any = DEFAULT_EPISODE_LENGTH
-    noise_sigma: Any = 0.0
+#: a CartPole's traced parameters: ``max_steps_in_episode`` (popgym's ``max_episode_length``: the episode is
+#: truncated on that step, and each step rewards its inverse) and ``noise_sigma`` (NoisyPositionOnlyCartPole's)
+CartPoleParams = ControlParams
 
 
 @struct.dataclass
@@ -277,57 +263,15 @@ class CartPoleState:
     penalized_steps: jax.Array
 
 
-class CartPoleTask(PopGymJaxEnv):
+class CartPoleTask(ControlTask):
     """Base class of the three CartPoles (see the module docstring); a subclass sets :attr:`observed`
     (``"position"`` or ``"velocity"``) and :attr:`noisy`."""
 
     #: which pair of state components the agent sees after a step: positions (x, theta) or velocities
     observed = "position"
-    #: whether the readings get Gaussian noise (and are clipped to the observation bounds)
-    noisy = False
-
-    def __init__(self, max_episode_length: int = DEFAULT_EPISODE_LENGTH, prev_action: bool = True):
-        super().__init__(prev_action=prev_action)
-        self._default_params = self.params(max_episode_length=max_episode_length)
-
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
-    @property
-    def default_params(self) -> CartPoleParams:
-        return self._default_params
-
-    def params(self, max_episode_length: Any = None, noise_sigma: Any = None) -> CartPoleParams:
-        """Checked :class:`CartPoleParams`: ``max_episode_length`` an integer >= 1, ``noise_sigma`` (the noisy
-        task only) a number >= 0; either may be an array (a batch for ``jax.vmap``; then both broadcast to one
-        shape). Left out, a value is this environment's default."""
-        defaults = getattr(self, "_default_params", None)
-        if max_episode_length is None:
-            max_episode_length = DEFAULT_EPISODE_LENGTH if defaults is None else defaults.max_steps_in_episode
-        if noise_sigma is None:
-            noise_sigma = (DEFAULT_NOISE_SIGMA if self.noisy else 0.0) if defaults is None else defaults.noise_sigma
-        elif not self.noisy:
-            raise ValueError(f"noise_sigma is a parameter of NoisyPositionOnlyCartPole only; {self.name} has no noise, "
-                             f"got noise_sigma={noise_sigma!r}")
-        lengths, sigmas = np.asarray(max_episode_length), np.asarray(noise_sigma)
-        if lengths.dtype == bool or not np.issubdtype(lengths.dtype, np.integer):
-            raise ValueError(f"max_episode_length must be an integer >= 1 or an integer array, "
-                             f"got max_episode_length={max_episode_length!r}")
-        if sigmas.dtype == bool or not np.issubdtype(sigmas.dtype, np.number):
-            raise ValueError(f"noise_sigma must be a number >= 0 or an array of them, got noise_sigma={noise_sigma!r}")
-        try:
-            lengths, sigmas = np.broadcast_arrays(lengths, sigmas)
-        except ValueError:
-            raise ValueError(f"max_episode_length and noise_sigma must broadcast to one shape, got shapes "
-                             f"{lengths.shape} and {sigmas.shape}") from None
-        for value in np.unique(lengths):
-            check_int("max_episode_length", int(value), low=1, why="popgym's episode length")
-        for value in np.unique(sigmas):
-            check_real("noise_sigma", float(value), low=0.0)
-        if lengths.ndim == 0:  # Python scalars: weakly typed, so float64 under JAX's 64-bit mode
-            return CartPoleParams(max_steps_in_episode=int(lengths), noise_sigma=float(sigmas))
-        return CartPoleParams(max_steps_in_episode=jnp.asarray(lengths, jnp.int32), noise_sigma=jnp.asarray(sigmas))
+    reading_bounds = POSITION_BOUNDS
+    default_episode_length = DEFAULT_EPISODE_LENGTH
+    default_noise_sigma = DEFAULT_NOISE_SIGMA
 
     def action_space(self, params: CartPoleParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(2)
@@ -336,24 +280,6 @@ class CartPoleTask(PopGymJaxEnv):
         if self.observed == "velocity":
             return np.full(2, -np.inf, np.float32), np.full(2, np.inf, np.float32)
         return -POSITION_BOUNDS, POSITION_BOUNDS.copy()
-
-    # --- the readings -----------------------------------------------------------------------------------------
-
-    def draw_noise(self, key: jax.Array, params: CartPoleParams) -> jax.Array:
-        """One reading's noise, float32 ``(2,)``: popgym's ``normal(0, sigma)`` rounded to float32 (drawn in the
-        physics' float type; zeros, with no draw, for the noiseless tasks)."""
-        if not self.noisy:
-            return jnp.zeros(2, jnp.float32)
-        dtype = physics_dtype()
-        return (jnp.asarray(params.noise_sigma, dtype) * jax.random.normal(key, (2,), dtype)).astype(jnp.float32)
-
-    def read(self, values: jax.Array, noise: jax.Array) -> jax.Array:
-        """The agent's float32 reading of two state components: rounded to float32, plus ``noise`` and
-        clipped to the observation bounds for the noisy task (as popgym adds and clips in float32)."""
-        reading = values.astype(jnp.float32)
-        if self.noisy:
-            reading = jnp.clip(reading + noise, jnp.asarray(-POSITION_BOUNDS), jnp.asarray(POSITION_BOUNDS))
-        return reading
 
     # --- the task -------------------------------------------------------------------------------------------
 
@@ -407,14 +333,6 @@ class CartPoleTask(PopGymJaxEnv):
         info = {**info, "episode_return": episode_return, "normalized_return": jnp.clip(episode_return, -1.0, 1.0)}
         return (*outputs, info)
 
-    def observe_task(self, state: PopGymState, params: CartPoleParams) -> jax.Array:
-        return state.task.reading
-
-    def __repr__(self) -> str:
-        length = self._default_params.max_steps_in_episode
-        sigma = f", noise_sigma={self._default_params.noise_sigma!r}" if self.noisy else ""
-        return f"{type(self).__name__}(max_episode_length={length!r}{sigma}, prev_action={self.prev_action})"
-
 
 class PositionOnlyCartPole(CartPoleTask):
     """CartPole seen through the cart's position and the pole's angle (no velocities): the agent must
@@ -449,8 +367,7 @@ class NoisyPositionOnlyCartPole(CartPoleTask):
 
     def __init__(self, noise_sigma: float = DEFAULT_NOISE_SIGMA, max_episode_length: int = DEFAULT_EPISODE_LENGTH,
                  prev_action: bool = True):
-        super(CartPoleTask, self).__init__(prev_action=prev_action)
-        self._default_params = self.params(max_episode_length=max_episode_length, noise_sigma=noise_sigma)
+        super().__init__(max_episode_length=max_episode_length, noise_sigma=noise_sigma, prev_action=prev_action)
 
 
 # ---------------------------------------------------------------------------------------------

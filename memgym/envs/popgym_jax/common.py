@@ -31,7 +31,8 @@ Subclass :class:`PopGymJaxEnv` and write five methods; the task's own state is a
 ``task_observation_bounds(params) -> (low, high)``
     NumPy float32 bounds of that part, as ``gymnasium.spaces.flatten_space`` gives them.
 ``action_space(params)``
-    a gymnax ``spaces.Discrete`` (previous action appended one-hot) or ``spaces.Box``
+    a gymnax ``spaces.Discrete`` (previous action appended one-hot), a
+    :class:`memgym.envs.functional.MultiDiscrete` (one one-hot block per entry) or a ``spaces.Box``
     (appended as it is, flattened), as in memgym's ``AppendPreviousAction``.
 
 and, optionally, ``next_task(key, state, params) -> task``: the task state of the episode that
@@ -93,16 +94,22 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 from memgym.envs import gymnax_compat
-from memgym.validation import check_flag
+from memgym.envs.functional import MultiDiscrete
+from memgym.validation import check_flag, check_int, check_real
 
 __all__ = [
+    "ControlParams",
+    "ControlTask",
     "PopGymJaxEnv",
     "PopGymParams",
     "PopGymState",
+    "ScoredTask",
     "compensated_add",
     "flat_discrete",
     "one_hot",
+    "physics_dtype",
     "rounded_ratio",
+    "unfused",
 ]
 
 
@@ -264,14 +271,20 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
             low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape).reshape(-1)
             high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape).reshape(-1)
             return size, np.minimum(low, 0).astype(np.float32), np.maximum(high, 0).astype(np.float32)
-        raise TypeError(f"{type(self).__name__}: the previous action can be appended for a Discrete or Box action "
-                        f"space, got {space!r}")
+        if isinstance(space, MultiDiscrete):
+            size = int(space.nvec.sum())
+            return size, np.zeros(size, np.float32), np.ones(size, np.float32)
+        raise TypeError(f"{type(self).__name__}: the previous action can be appended for a Discrete, MultiDiscrete "
+                        f"or Box action space, got {space!r}")
 
     def flatten_action(self, action: Any, params: PopGymParams) -> jax.Array:
-        """The action as ``AppendPreviousAction`` appends it: one-hot (``Discrete``) or flat float32 (``Box``)."""
+        """The action as ``AppendPreviousAction`` appends it: one-hot (``Discrete``), one one-hot block per entry
+        (``MultiDiscrete``) or flat float32 (``Box``)."""
         space = self.action_space(params)
         if isinstance(space, spaces.Discrete):
             return one_hot(action, space.n)
+        if isinstance(space, MultiDiscrete):
+            return flat_discrete(action, space.nvec.tolist())
         return jnp.asarray(action, jnp.float32).reshape(-1)
 
     # --- the environment ----------------------------------------------------------------------
@@ -282,8 +295,14 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
 
     @property
     def num_actions(self) -> int:
+        """``n`` of a ``Discrete`` action space, the number of action vectors (``prod(nvec)``) of a
+        ``MultiDiscrete`` one, the size of a ``Box`` one."""
         space = self.action_space(self.default_params)
-        return int(space.n) if isinstance(space, spaces.Discrete) else int(np.prod(space.shape))
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        if isinstance(space, MultiDiscrete):
+            return int(np.prod(space.nvec))
+        return int(np.prod(space.shape))
 
     def observation_space(self, params: PopGymParams) -> spaces.Box:
         """Float32 Box of ``[task part | previous action]`` with memgym's wrapper's bounds."""
@@ -367,6 +386,35 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
         return state.truncated
 
 
+class ScoredTask(PopGymJaxEnv):
+    """A task whose rewards are integer multiples of ``1 / reward_denominator(params)`` (the card tasks, the
+    Battleship, MineSweeper and the bandits): a task writes :meth:`play` (one step, its reward in those units)
+    and this class turns the units into the float32 reward (:func:`rounded_ratio`) and keeps their sum in
+    ``task.score`` (the task's state has an int32 field ``score``), so that ``info["episode_return"]`` is
+    ``rounded_ratio(score, reward_denominator)``: popgym's ``math.fsum`` of its float64 rewards rounded to
+    float32, to the bit."""
+
+    def reward_denominator(self, params: PopGymParams) -> Any:
+        """The rewards' unit is ``1 / reward_denominator`` (an int, or int32 when traced)."""
+        raise NotImplementedError
+
+    def play(self, key: jax.Array, state: PopGymState, action: Any,
+             params: PopGymParams) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+        """One step: ``(task state, reward in units, terminated, truncated)``; the score is added here."""
+        raise NotImplementedError
+
+    def transition(self, key, state, action, params):
+        task, units, terminated, truncated = self.play(key, state, action, params)
+        units = jnp.asarray(units, jnp.int32)
+        reward = rounded_ratio(units, self.reward_denominator(params))
+        return task.replace(score=state.task.score + units), reward, terminated, truncated
+
+    def episode_return(self, state: PopGymState, params: PopGymParams) -> jax.Array:
+        """``rounded_ratio(score, reward_denominator)``: the return of the episode so far, exactly popgym's
+        score rounded to float32."""
+        return rounded_ratio(state.task.score, self.reward_denominator(params))
+
+
 def difficulty(base: type, level: str, **config: Any) -> type:
     """popgym's ``<Task><level>`` class: ``base`` with ``config`` fixed (only ``prev_action`` is left), defined in
     ``base``'s module (``RepeatFirstEasy = difficulty(RepeatFirst, "Easy", num_decks=1)``)."""
@@ -387,3 +435,122 @@ def difficulty(base: type, level: str, **config: Any) -> type:
         "__doc__": f"popgym's ``{name}``: :class:`{base.__name__}` with {settings}.",
         "config": dict(config),
     })
+
+
+# ---------------------------------------------------------------------------------------------
+# the control tasks (CartPoles, Pendulums): physics seen through two readings, noisy or not
+
+
+def physics_dtype() -> Any:
+    """The float type of the physics: float64 under JAX's 64-bit mode, float32 otherwise (decided when traced)."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def unfused(value: jax.Array) -> jax.Array:
+    """``value`` itself, as an operand the compiler cannot fuse with the operation that made it.
+
+    XLA's CPU backend contracts a multiply feeding an add into one fused multiply-add (a single
+    rounding), which NumPy never does. A select on ``isnan`` is the identity (NaN stays NaN) but no
+    rewrite sees through it, so the product is rounded on its own, as in NumPy."""
+    return jnp.where(jnp.isnan(value), jnp.nan, value)
+
+
+@struct.dataclass
+class ControlParams(PopGymParams):
+    """A control task's traced parameters (a gymnax ``EnvParams``): ``max_steps_in_episode`` is popgym's
+    ``max_episode_length`` (the episode is truncated on that step); ``noise_sigma`` the standard deviation of a
+    noisy task's reading noise (unused by the noiseless ones). Build checked ones with :meth:`ControlTask.params`."""
+
+    max_steps_in_episode: Any = 200
+    noise_sigma: Any = 0.0
+
+
+class ControlTask(PopGymJaxEnv):
+    """Base class of popgym's control tasks (CartPoles, Pendulums): a physics state (float64 under JAX's 64-bit
+    mode, else float32: :func:`physics_dtype`) seen through float32 readings kept in ``state.task.reading``; a
+    :attr:`noisy` task adds Gaussian noise to each reading and clips it to :attr:`reading_bounds`, the noise of
+    the next reading drawn one step ahead (``state.task.next_noise``), so that a parity test can write popgym's
+    draws into the state. Both parameters are traced, so one compiled step serves every setting and
+    ``jax.vmap`` over params runs several side by side.
+
+    A subclass sets the class attributes and writes the task (``init_task``, ``transition``, ...)."""
+
+    #: whether the readings get Gaussian noise (and are clipped to :attr:`reading_bounds`)
+    noisy = False
+    #: popgym's bounds of the readings (float32), to which a noisy reading is clipped
+    reading_bounds: np.ndarray = np.ones(2, np.float32)
+    #: popgym's defaults of its constructor
+    default_episode_length = 200
+    default_noise_sigma = 0.1
+
+    def __init__(self, max_episode_length: int | None = None, prev_action: bool = True,
+                 noise_sigma: float | None = None):
+        super().__init__(prev_action=prev_action)
+        self._default_params = self.params(max_episode_length=max_episode_length, noise_sigma=noise_sigma)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def default_params(self) -> ControlParams:
+        return self._default_params
+
+    def params(self, max_episode_length: Any = None, noise_sigma: Any = None) -> ControlParams:
+        """Checked :class:`ControlParams`: ``max_episode_length`` an integer >= 1, ``noise_sigma`` (a noisy
+        task only) a number >= 0; either may be an array (a batch for ``jax.vmap``; then both broadcast to one
+        shape). Left out, a value is this environment's default."""
+        defaults = getattr(self, "_default_params", None)
+        if max_episode_length is None:
+            max_episode_length = self.default_episode_length if defaults is None else defaults.max_steps_in_episode
+        if noise_sigma is None:
+            noise_sigma = ((self.default_noise_sigma if self.noisy else 0.0) if defaults is None
+                           else defaults.noise_sigma)
+        elif not self.noisy:
+            raise ValueError(f"noise_sigma is a parameter of Noisy tasks only (NoisyPositionOnlyCartPole, "
+                             f"NoisyPositionOnlyPendulum); {self.name} has no noise, "
+                             f"got noise_sigma={noise_sigma!r}")
+        lengths, sigmas = np.asarray(max_episode_length), np.asarray(noise_sigma)
+        if lengths.dtype == bool or not np.issubdtype(lengths.dtype, np.integer):
+            raise ValueError(f"max_episode_length must be an integer >= 1 or an integer array, "
+                             f"got max_episode_length={max_episode_length!r}")
+        if sigmas.dtype == bool or not np.issubdtype(sigmas.dtype, np.number):
+            raise ValueError(f"noise_sigma must be a number >= 0 or an array of them, got noise_sigma={noise_sigma!r}")
+        try:
+            lengths, sigmas = np.broadcast_arrays(lengths, sigmas)
+        except ValueError:
+            raise ValueError(f"max_episode_length and noise_sigma must broadcast to one shape, got shapes "
+                             f"{lengths.shape} and {sigmas.shape}") from None
+        for value in np.unique(lengths):
+            check_int("max_episode_length", int(value), low=1, why="popgym's episode length")
+        for value in np.unique(sigmas):
+            check_real("noise_sigma", float(value), low=0.0)
+        if lengths.ndim == 0:  # Python scalars: weakly typed, so float64 under JAX's 64-bit mode
+            return ControlParams(max_steps_in_episode=int(lengths), noise_sigma=float(sigmas))
+        return ControlParams(max_steps_in_episode=jnp.asarray(lengths, jnp.int32), noise_sigma=jnp.asarray(sigmas))
+
+    def draw_noise(self, key: jax.Array, params: ControlParams) -> jax.Array:
+        """One reading's noise, float32 of the readings' shape: popgym's ``normal(0, sigma)`` rounded to float32
+        (drawn in the physics' float type; zeros, with no draw, for the noiseless tasks)."""
+        shape = self.reading_bounds.shape
+        if not self.noisy:
+            return jnp.zeros(shape, jnp.float32)
+        dtype = physics_dtype()
+        return (jnp.asarray(params.noise_sigma, dtype) * jax.random.normal(key, shape, dtype)).astype(jnp.float32)
+
+    def read(self, values: jax.Array, noise: jax.Array) -> jax.Array:
+        """The agent's float32 reading of ``values``: rounded to float32, plus ``noise`` and clipped to
+        :attr:`reading_bounds` for a noisy task (as popgym adds and clips in float32)."""
+        reading = jnp.asarray(values).astype(jnp.float32)
+        if self.noisy:
+            bounds = jnp.asarray(self.reading_bounds)
+            reading = jnp.clip(reading + noise, -bounds, bounds)
+        return reading
+
+    def observe_task(self, state: PopGymState, params: ControlParams) -> jax.Array:
+        return state.task.reading
+
+    def __repr__(self) -> str:
+        length = self._default_params.max_steps_in_episode
+        sigma = f", noise_sigma={self._default_params.noise_sigma!r}" if self.noisy else ""
+        return f"{type(self).__name__}(max_episode_length={length!r}{sigma}, prev_action={self.prev_action})"
