@@ -43,7 +43,9 @@ Battleship places its ships as popgym does, one after another, each uniformly am
 on the board and touch no ship placed before (popgym draws a cell, an axis and a direction until they fit:
 every fitting placement is drawn by two of its draws, so the placements are uniform); here the fitting
 placements are counted and one is drawn. MineSweeper's mines are a uniformly random set of cells, as
-popgym's ``choice(..., replace=False)``.
+popgym's ``choice(..., replace=False)`` (here each mine uniform among the cells left). gymnax's auto-reset
+computes a new episode at every vmapped step, so each of these draws takes one random integer
+(:func:`nth_true`), not one random number per candidate.
 
 Deviations from popgym
 ----------------------
@@ -105,6 +107,7 @@ __all__ = [
     "MultiarmedBanditHard",
     "MultiarmedBanditMedium",
     "mine_counts",
+    "nth_true",
     "place_ship",
 ]
 
@@ -196,12 +199,22 @@ class MultiarmedBandit(_GameTask):
 # Battleship
 
 
+def nth_true(mask: jax.Array, n: jax.Array) -> jax.Array:
+    """The index of ``mask``'s ``n``-th True entry, counting from 0 (1-d ``mask``; 0 where there is none): with
+    ``n`` uniform on ``[0, mask.sum())``, a uniform draw among the True entries from one random integer (where
+    ``jax.random.choice`` or a categorical draw takes one random number per entry, the cost of a vmapped
+    auto-reset)."""
+    # a log-depth scan: XLA's CPU cumsum is a reduce-window, quadratic in the length
+    return jnp.argmax(jax.lax.associative_scan(jnp.add, mask.astype(jnp.int32)) > n)
+
+
 def place_ship(key: jax.Array, board: jax.Array, size: int) -> jax.Array:
     """``board`` (bool, ``n x n``) with a ship of ``size`` cells added, uniformly among the placements (a row or
     a column of ``size`` cells) that fit on the board and touch no ship on it; unchanged where none fits.
 
     Every placement is a start cell and an axis; a placement fits where the board's cells it covers sum to 0
-    (summed with cumulative sums, so the cost is that of a few passes over the board)."""
+    (``size`` shifted copies of the board added), and one uniform integer picks among those that fit
+    (:func:`nth_true`)."""
     n = board.shape[0]
     occupied = board.astype(jnp.int32)
     starts = n - size + 1  # start positions along the axis
@@ -209,12 +222,11 @@ def place_ship(key: jax.Array, board: jax.Array, size: int) -> jax.Array:
         return board
 
     def windows(grid: jax.Array) -> jax.Array:  # grid[r, c : c + size].sum() for c < starts, [n, starts]
-        total = jnp.concatenate([jnp.zeros((n, 1), jnp.int32), jnp.cumsum(grid, axis=1)], axis=1)
-        return total[:, size:size + starts] - total[:, :starts]
+        return sum(grid[:, i:i + starts] for i in range(size))
 
     across, down = windows(occupied) == 0, windows(occupied.T) == 0  # [row, start col], [col, start row]
     free = jnp.concatenate([across.reshape(-1), down.reshape(-1)])
-    choice = jax.random.categorical(key, jnp.where(free, 0.0, -jnp.inf))
+    choice = nth_true(free, jax.random.randint(key, (), 0, jnp.maximum(free.sum(), 1)))
     is_down = choice >= n * starts
     line, start = jnp.divmod(jnp.where(is_down, choice - n * starts, choice), starts)
     rows, cols = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
@@ -359,8 +371,11 @@ class MineSweeper(_GameTask):
 
     def init_task(self, key, params) -> MineSweeperState:
         cells = self.dims[0] * self.dims[1]
-        chosen = jax.random.choice(key, cells, (self.num_mines,), replace=False)
-        return self.start(jnp.zeros(cells, bool).at[chosen].set(True).reshape(self.dims))
+        mines = jnp.zeros(cells, bool)
+        # a uniformly random set of cells: each mine uniform among the cells left (one random integer a mine)
+        for index, mine_key in enumerate(jax.random.split(key, self.num_mines)):
+            mines = mines.at[nth_true(~mines, jax.random.randint(mine_key, (), 0, cells - index))].set(True)
+        return self.start(mines.reshape(self.dims))
 
     def play(self, key, state: PopGymState, action, params):
         task: MineSweeperState = state.task
