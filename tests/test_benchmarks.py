@@ -213,7 +213,8 @@ sys.meta_path.insert(0, NoMemax())
 """
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
+@pytest.mark.extended  # a benchmark script's smoke run, as above
 def test_inference_cost_without_memax_says_the_row_is_skipped(tmp_path):
     done = run_script("inference_cost.py", ["--json", str(tmp_path / "cost.json")], prelude=WITHOUT_MEMAX)
     assert done.returncode == 0, failure(done)

@@ -43,7 +43,8 @@ from memgym.envs.popgym_jax.games import (  # noqa: E402
 )
 
 NAMES = list(GAME_TASKS)
-TIERED = [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow) for name in NAMES]
+# each family at Easy in the fast tier, every difficulty in the slow one
+TIERED = [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow(seconds=8)) for name in NAMES]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +205,8 @@ def test_multidiscrete_samples_contains_and_converts():
     assert gymnasium_space(space) == gym.spaces.MultiDiscrete([3, 5]) and repr(space) == "MultiDiscrete([3, 5])"
 
 
-@pytest.mark.parametrize("name", ["MultiarmedBanditEasy", "BattleshipEasy", "MineSweeperEasy"])
+@pytest.mark.parametrize("name", ["BattleshipEasy", pytest.param("MultiarmedBanditEasy", marks=pytest.mark.slow),
+                                  pytest.param("MineSweeperEasy", marks=pytest.mark.slow)])
 def test_the_gymnasium_adapters_pass_check_env_and_take_multidiscrete_batches(name):
     env = GAME_TASKS[name]()
     with warnings.catch_warnings():
@@ -239,6 +241,7 @@ def placements(n: int, size: int, board: np.ndarray) -> list[frozenset]:
     return sorted(found, key=sorted)
 
 
+@pytest.mark.slow(seconds=8)
 def test_a_ship_is_placed_uniformly_among_the_placements_that_fit():
     """On a board with ships on it already, 20,000 placements of a ship of 4: each of the fitting placements
     (brute force) is drawn, none other, with frequencies passing a chi-square test of uniformity, p > 0.001."""
@@ -257,6 +260,7 @@ def test_a_ship_is_placed_uniformly_among_the_placements_that_fit():
     np.testing.assert_array_equal(np.asarray(place_ship(jax.random.key(0), full, 2)), np.asarray(full))
 
 
+@pytest.mark.slow(seconds=8)
 def test_boards_mines_and_arms_have_popgyms_distributions():
     """Independent per-episode statistics from popgym's generator (1,500 resets) and from ``jax.random`` (4,096):
     the number of ship cells on Battleship's border and MineSweeper's first mine (chi-square tests of

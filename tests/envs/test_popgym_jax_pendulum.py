@@ -41,8 +41,9 @@ from memgym.envs.popgym_jax.pendulum import (  # noqa: E402
 )
 
 NAMES = list(PENDULUM_TASKS)
-# each family at Easy in the fast tier, every difficulty in the slow one
-TIERED = [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow) for name in NAMES]
+# PositionOnlyPendulumEasy in the fast tier (the noisy task adds only the noise), the rest in the slow one
+TIERED = [pytest.param(name, marks=() if name == "PositionOnlyPendulumEasy" else pytest.mark.slow(seconds=12))
+          for name in NAMES]
 #: under float32 physics: the readings' and the rewards' tolerances over the first FLOAT32_STEPS steps of an episode
 FLOAT32_READING_ATOL, FLOAT32_REWARD_ATOL, FLOAT32_STEPS = 1e-4, 1e-6, 50
 
@@ -132,6 +133,7 @@ def test_lockstep_with_popgym_under_float32(name):
     assert check_lockstep(name, episodes=20, seed=100 + NAMES.index(name), x64=False) >= 1000
 
 
+@pytest.mark.slow(seconds=13)
 def test_returns_of_random_torque_episodes_match_popgyms_in_distribution():
     """Float32 physics, whole episodes: 300 popgym episodes of random torques against 1,024 JAX episodes (random
     torques drawn by JAX); their returns pass a two-sample Kolmogorov-Smirnov test, p > 0.001."""

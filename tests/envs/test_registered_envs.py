@@ -10,11 +10,19 @@ from gymnasium.utils.env_checker import check_env
 
 from memgym.envs import registered_ids
 
-# Building a Memory Maze (dm_control, MuJoCo) and rendering it for every declared mode takes about a minute.
+# Building a Memory Maze (dm_control, MuJoCo) and rendering it for every declared mode takes about a minute: the
+# smallest in the slow tier; the larger sizes (the same wrapper around upstream's own sizes) in the extended one.
 # The POPGym tasks in JAX compile for each id: Easy in the fast tier, every difficulty in the slow one.
-IDS = [pytest.param(env_id, marks=pytest.mark.slow)
-       if "MemoryMaze" in env_id or (env_id.endswith("Jax-v0") and "Easy" not in env_id) else env_id
-       for env_id in registered_ids()]
+def _tier(env_id: str):
+    if "MemoryMaze" in env_id:
+        return pytest.param(env_id, marks=[pytest.mark.slow(seconds=60)] + (
+            [] if "9x9" in env_id else [pytest.mark.extended]))
+    if env_id.endswith("Jax-v0") and "Easy" not in env_id:
+        return pytest.param(env_id, marks=pytest.mark.slow)
+    return env_id
+
+
+IDS = [_tier(env_id) for env_id in registered_ids()]
 
 
 @pytest.mark.parametrize("env_id", IDS)
