@@ -6,6 +6,8 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from memgym.cli import main, play_tmaze, read_keys
 
 
@@ -75,6 +77,7 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow(seconds=11)
 def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
     from memgym.agents.a2c import A2CConfig
     from memgym.agents.config import resolve_memory

@@ -66,6 +66,7 @@ def test_runs_and_learns_nothing_nonfinite(batching, memory):
     assert action.shape == () and 0 <= int(action) < trainer.spec.num_actions
 
 
+@pytest.mark.slow(seconds=12)
 @pytest.mark.parametrize("memory", [GRU, FFM], ids=["gru", "ffm"])
 def test_markov_states_match_step_by_step(memory):
     """``Q(s_t)`` and ``Q(s'_t)`` from one tape pass equal a plain loop over

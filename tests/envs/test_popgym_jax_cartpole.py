@@ -404,6 +404,7 @@ def test_float64_physics_stays_gymnasiums_inside_a_jitted_vmapped_rollout():
                 np.testing.assert_array_equal(before[t + 1, i] if t < 63 else reached[t, i], gym_cartpole.state)
 
 
+@pytest.mark.slow(seconds=12)
 def test_truncation_follows_traced_max_episode_length_under_vmap():
     """One compiled step for a batch of lengths: a balanced pole is truncated on each env's own last step."""
     env = PositionOnlyCartPoleEasy()

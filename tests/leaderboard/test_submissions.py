@@ -151,6 +151,7 @@ def honest(tmp_path_factory) -> Path:
     return make_submission(tmp_path_factory.mktemp("honest"), "random-agent", RANDOM_AGENT, "random_walker")
 
 
+@pytest.mark.slow(seconds=12)
 def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
     code, out, verdict = verify(honest, "--k", "4", "--sample-seed", "0", capsys=capsys)
     assert code == 0, out
@@ -163,6 +164,7 @@ def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
     assert "| verified |" in board and "`submissions/random-agent`" in board and "| re-run 4/4 of 4 |" in board
 
 
+@pytest.mark.slow(seconds=11)
 def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     edited = copy(honest, "edited-score")
     record = edited / "results" / "random_walker_factory" / "L3" / "seed1.json"
@@ -283,6 +285,7 @@ def test_the_board_shows_metadata_as_text_never_as_markup(honest, tmp_path):
     assert "<script" not in page
 
 
+@pytest.mark.slow(seconds=13)
 def test_an_agent_that_patches_the_harness_at_import_ranks_first_in_process_and_fails_verification(tmp_path, capsys):
     folder = make_submission(tmp_path, "patcher", PATCHING_AGENT, "patcher")
     stored = json.loads((folder / "results" / "patcher_factory" / "L2" / "seed0.json").read_text())

@@ -84,6 +84,7 @@ def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
     assert tuning.select(tmp_path, specs, bigger)["selected"] is None
 
 
+@pytest.mark.slow(seconds=10)
 def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
     import subprocess
     import sys

@@ -46,7 +46,9 @@ class Built:
         return self.apply(self.params, x, start, self.fresh() if carry is None else carry)
 
 
-@pytest.fixture(scope="module", params=NAMES)
+# DeltaNet's build compiles for 18 s on the 2-core CPU: its cases run in the slow tier, the others in the fast one
+@pytest.fixture(scope="module", params=[pytest.param(name, marks=pytest.mark.slow(seconds=18)) if name == "DeltaNet"
+                                        else name for name in NAMES])
 def built(request) -> Built:
     return Built(request.param)
 

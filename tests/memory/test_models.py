@@ -35,7 +35,9 @@ SMALL = {
 }
 # A model with an option that changes its recurrence, run through the behaviour tests too (name: (model, options)).
 VARIANTS = {"relit-convex": ("relit", {**SMALL["relit"], "decay": "convex"})}  # the thesis authors' code's gating
-WITH_VARIANTS = pytest.mark.parametrize("name", sorted(SMALL) + sorted(VARIANTS))
+# memax's model through the adapter in the slow tier (tests/memory/test_memax.py checks the adapter in the fast one)
+WITH_VARIANTS = pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow(seconds=12)) if name == "memax"
+                                                 else name for name in sorted(SMALL) + sorted(VARIANTS)])
 ATOL = 2e-4
 
 
