@@ -177,7 +177,8 @@ def test_constants_and_difficulties_are_popgyms():
             assert ours.default_params.noise_sigma == theirs.noise_sigma[0]
         upper = theirs.observation_space
         low, high = ours.task_observation_bounds(ours.default_params)
-        np.testing.assert_array_equal(low, upper.low) and np.testing.assert_array_equal(high, upper.high)
+        np.testing.assert_array_equal(low, upper.low)
+        np.testing.assert_array_equal(high, upper.high)
         space = ours.action_space(ours.default_params)
         assert space.shape == theirs.action_space.shape and float(space.low) == theirs.action_space.low[0]
         wrapped = PopGymEnv(name)
