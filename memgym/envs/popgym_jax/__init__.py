@@ -9,6 +9,8 @@
 - :mod:`memgym.envs.popgym_jax.pendulum`: the partially observed Pendulums (position only, noisy position
   only);
 - :mod:`memgym.envs.popgym_jax.games`: the multi-armed bandit, Battleship and MineSweeper;
+- :mod:`memgym.envs.popgym_jax.labyrinth`: the Labyrinths (Escape, Explore), their mazes drawn as mazelib's
+  Hunt-and-Kill draws them (mazelib itself is not needed);
 - :mod:`memgym.envs.popgym_jax.registration`: their ids. Each task ``<Name>`` (popgym's class name,
   e.g. ``RepeatPreviousEasy``) is the gymnax environment ``memgym/popgym-<Name>-v0``
   (``memgym.envs.make_jax``; after that, ``gymnax.make`` under gymnax 1.0) — the id of its NumPy
@@ -31,6 +33,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "memgym.envs.popgym_jax.cartpole": ("PositionOnlyCartPole", "VelocityOnlyCartPole", "NoisyPositionOnlyCartPole"),
     "memgym.envs.popgym_jax.pendulum": ("PositionOnlyPendulum", "NoisyPositionOnlyPendulum"),
     "memgym.envs.popgym_jax.games": ("MultiarmedBandit", "Battleship", "MineSweeper"),
+    "memgym.envs.popgym_jax.labyrinth": ("LabyrinthEscape", "LabyrinthExplore"),
 }
 
 

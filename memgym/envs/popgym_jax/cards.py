@@ -340,7 +340,7 @@ class RepeatFirst(_SuitOfDealtCard):
         prev_action: append the previous action to the observation.
     """
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.num_cards - 1
 
     def play(self, key, state, action, params):
@@ -387,7 +387,7 @@ class RepeatPrevious(_SuitOfDealtCard):
     def default_params(self) -> RepeatPreviousParams:
         return self._default_params
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.num_cards - jnp.asarray(params.k, jnp.int32)
 
     def play(self, key, state, action, params):
@@ -449,7 +449,7 @@ class CountRecall(CardTask):
     def action_space(self, params=None):
         return spaces.Discrete(self.max_count + 1)
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.num_cards - 1
 
     def play(self, key, state, action, params):
@@ -498,7 +498,7 @@ class Autoencode(_DealingTask):
     def default_params(self) -> PopGymParams:
         return PopGymParams(max_steps_in_episode=2 * self.num_cards - 1)
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.num_cards
 
     def play(self, key, state, action, params):
@@ -530,7 +530,7 @@ class HigherLower(_DealingTask):
     def action_space(self, params=None):
         return spaces.Discrete(2)
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.num_cards
 
     def play(self, key, state, action, params):
@@ -599,7 +599,7 @@ class Concentration(CardTask):
     def default_params(self) -> PopGymParams:
         return PopGymParams(max_steps_in_episode=int(self.episode_length))
 
-    def reward_denominator(self, params):
+    def reward_denominator(self, task, params):
         return self.episode_length
 
     def play(self, key, state, action, params):

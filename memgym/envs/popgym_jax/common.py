@@ -387,15 +387,16 @@ class PopGymJaxEnv(environment.Environment[PopGymState, PopGymParams]):
 
 
 class ScoredTask(PopGymJaxEnv):
-    """A task whose rewards are integer multiples of ``1 / reward_denominator(params)`` (the card tasks, the
-    Battleship, MineSweeper and the bandits): a task writes :meth:`play` (one step, its reward in those units)
-    and this class turns the units into the float32 reward (:func:`rounded_ratio`) and keeps their sum in
+    """A task whose rewards are integer multiples of ``1 / reward_denominator(task, params)`` (the card tasks, the
+    Battleship, MineSweeper, the bandits and the Labyrinths): a task writes :meth:`play` (one step, its reward in
+    those units) and this class turns the units into the float32 reward (:func:`rounded_ratio`) and keeps their sum in
     ``task.score`` (the task's state has an int32 field ``score``), so that ``info["episode_return"]`` is
     ``rounded_ratio(score, reward_denominator)``: popgym's ``math.fsum`` of its float64 rewards rounded to
     float32, to the bit."""
 
-    def reward_denominator(self, params: PopGymParams) -> Any:
-        """The rewards' unit is ``1 / reward_denominator`` (an int, or int32 when traced)."""
+    def reward_denominator(self, task: Any, params: PopGymParams) -> Any:
+        """The rewards' unit is ``1 / reward_denominator`` (an int, or int32 when traced) in an episode whose task
+        state is ``task`` (the unit may depend on the episode, e.g. on its maze; it is constant within it)."""
         raise NotImplementedError
 
     def play(self, key: jax.Array, state: PopGymState, action: Any,
@@ -406,13 +407,13 @@ class ScoredTask(PopGymJaxEnv):
     def transition(self, key, state, action, params):
         task, units, terminated, truncated = self.play(key, state, action, params)
         units = jnp.asarray(units, jnp.int32)
-        reward = rounded_ratio(units, self.reward_denominator(params))
+        reward = rounded_ratio(units, self.reward_denominator(state.task, params))
         return task.replace(score=state.task.score + units), reward, terminated, truncated
 
     def episode_return(self, state: PopGymState, params: PopGymParams) -> jax.Array:
         """``rounded_ratio(score, reward_denominator)``: the return of the episode so far, exactly popgym's
         score rounded to float32."""
-        return rounded_ratio(state.task.score, self.reward_denominator(params))
+        return rounded_ratio(state.task.score, self.reward_denominator(state.task, params))
 
 
 def difficulty(base: type, level: str, **config: Any) -> type:

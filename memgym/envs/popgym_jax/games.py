@@ -168,7 +168,7 @@ class MultiarmedBandit(_GameTask):
     def action_space(self, params=None) -> spaces.Discrete:
         return spaces.Discrete(self.num_bandits)
 
-    def reward_denominator(self, params) -> int:
+    def reward_denominator(self, task, params) -> int:
         return self.max_episode_length
 
     def start(self, arms: jax.Array, next_draw: jax.Array) -> BanditState:
@@ -277,7 +277,7 @@ class Battleship(_GameTask):
     def action_space(self, params=None) -> MultiDiscrete:
         return MultiDiscrete([self.board_size, self.board_size])
 
-    def reward_denominator(self, params) -> int:
+    def reward_denominator(self, task, params) -> int:
         return self.needed_hits * (self.max_episode_length - self.needed_hits)
 
     def start(self, board: jax.Array) -> BattleshipState:
@@ -359,7 +359,7 @@ class MineSweeper(_GameTask):
     def action_space(self, params=None) -> MultiDiscrete:
         return MultiDiscrete(list(self.dims))
 
-    def reward_denominator(self, params) -> int:
+    def reward_denominator(self, task, params) -> int:
         free = self.max_episode_length
         return 2 * free * (free - 2)
 
