@@ -86,6 +86,29 @@ class MultiDiscrete(spaces.Space):
         return jnp.all((x >= 0) & (x < jnp.asarray(self.nvec)))
 
 
+def valid_action(space: spaces.Space, action: Any) -> jax.Array:
+    """Whether ``action`` lies in ``space`` (a boolean array of shape ``()``, jittable): for a ``Discrete`` one an
+    integer value in range; for a :class:`MultiDiscrete` one every entry so; for a ``Box`` one every entry within
+    its bounds. A fractional or NaN value is never valid (NaN fails every comparison); a wrong shape raises
+    ``ValueError`` when traced."""
+    action = jnp.asarray(action)
+    if isinstance(space, spaces.Discrete):
+        low, high, whole = 0, space.n - 1, True
+    elif isinstance(space, MultiDiscrete):
+        low, high, whole = 0, jnp.asarray(space.nvec) - 1, True
+    elif isinstance(space, spaces.Box):
+        low, high, whole = jnp.asarray(space.low), jnp.asarray(space.high), False
+    else:
+        raise TypeError(f"valid_action takes a Discrete, MultiDiscrete or Box space, got {space!r}")
+    shape = tuple(getattr(space, "shape", ()) or ())
+    if action.shape != shape:
+        raise ValueError(f"action must have the shape {shape} of {space!r}, got shape {action.shape}")
+    inside = (action >= low) & (action <= high)
+    if whole:
+        inside = inside & (action == jnp.floor(action))
+    return jnp.all(inside)
+
+
 def gymnasium_space(space: spaces.Space) -> gym.Space:
     """The Gymnasium space of a gymnax space: gymnax's own conversion, and :class:`MultiDiscrete` as
     Gymnasium's ``MultiDiscrete``."""

@@ -270,7 +270,7 @@ def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray,
         return "the trained policy parameters contain NaN or infinite values"
     if train["invalid_actions"]:
         return (f"the agent emitted {train['invalid_actions']} invalid actions during training "
-                f"(the action space is Discrete({track.spaces(value)[1].n}))")
+                f"(the action space is {track.spaces(value)[1]})")
     figures = evaluation_figures(track, budget, evaluated, value)
     return figures if isinstance(figures, str) else (train, figures, leaves)
 
@@ -283,7 +283,7 @@ def evaluation_figures(track: Track, budget: Preset, evaluated: Sequence[np.ndar
     success, returns, lengths, invalid = evaluated
     if invalid.sum():
         return (f"the agent emitted {int(invalid.sum())} invalid actions during evaluation "
-                f"(the action space is Discrete({track.spaces(value)[1].n}))")
+                f"(the action space is {track.spaces(value)[1]})")
     return {
         "episodes": int(budget.eval_episodes),
         track.score.name: float(np.mean(success, dtype=np.float64)),

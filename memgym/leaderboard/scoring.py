@@ -22,7 +22,7 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from memgym.envs import gymnax_compat
-from memgym.envs.functional import EpisodeStatistics, StatefulWrapper
+from memgym.envs.functional import EpisodeStatistics, StatefulWrapper, valid_action
 from memgym.leaderboard.protocol import initialize_carry
 from memgym.leaderboard.store import CURVE_POINTS
 
@@ -172,8 +172,7 @@ class ScoredEnv(StatefulWrapper):
         else:
             success = jnp.where(done, jnp.round(info[self.score_key] * self.units), 0).astype(jnp.int32)
         window_success = jnp.where(in_window, success, 0)
-        n = self.inner.action_space(params.inner).n
-        valid = (action >= 0) & (action < n) & (action == jnp.floor(action))  # NaN fails every comparison
+        valid = valid_action(self.inner.action_space(params.inner), action)
         point = jnp.minimum(state.steps // params.curve_step, CURVE_POINTS - 1)
         counted = ScoredState(
             inner=state.inner,
@@ -237,11 +236,11 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
     float32 number: ``success`` is then that number, 0 for an episode that did not end), return
     and length of each key's first episode are read at its end from
     :class:`~memgym.envs.functional.EpisodeStatistics`.
-    ``invalid`` counts the actions outside the action space (out of range, fractional or
-    NaN) the agent chose before its episode ended.
+    ``invalid`` counts the actions outside the action space (:func:`~memgym.envs.functional.valid_action`:
+    out of range, fractional or NaN) the agent chose before its episode ended.
     """
     env = EpisodeStatistics(env)
-    num_actions = env.action_space(env_params).n
+    action_space = env.action_space(env_params)
 
     def episode(key: jax.Array, policy_key: jax.Array | None):
         key_reset, key_run = jax.random.split(key)
@@ -254,7 +253,7 @@ def evaluate_jax(agent: Any, params: Any, env: Environment, env_params: Any, key
             key_act, key_env = jax.random.split(keys[0])
             key_act = key_act if keys[1] is None else keys[1]
             action, memory = agent.act(params, memory, obs, start, key_act)
-            bad = ~((action >= 0) & (action < num_actions) & (action == jnp.floor(action)))  # NaN fails each test
+            bad = ~valid_action(action_space, action)
             next_obs, next_state, _, _, _, info = gymnax_compat.step_env(env, key_env, state, action, env_params)
             end = info["done"] & ~finished
             ended = (info[score_key].astype(result[0].dtype), info["episode_return"], info["episode_length"])

@@ -10,6 +10,9 @@ these fields. A new track is a new entry of :data:`TRACKS`:
   Hard (monoid paper §6), both tiers (the JAX tier on memgym.envs.popgym_jax's tasks).
 * ``popgym``: the monoid paper's four POPGym tasks (Repeat First, Repeat Previous, Count Recall,
   Position-Only CartPole) in their difficulties, one column each, both tiers.
+* ``popgym-suite``: every POPGym task family, one column per task, both tiers; and one track per
+  POPGym group of families (:data:`POPGYM_GROUPS`): ``popgym-diagnostic``, ``popgym-control``,
+  ``popgym-noisy``, ``popgym-game``, ``popgym-navigation``.
 """
 
 from __future__ import annotations
@@ -506,48 +509,84 @@ POPGYM_REPEAT_PREVIOUS = Track(
 
 PAPER_EASY = tuple(task + "Easy" for task in PAPER_TASKS)
 
-POPGYM = Track(
-    name="popgym",
-    title="POPGym (the monoid paper's four tasks)",
-    sweep=Sweep(name="task", plural="tasks",
-                choices=tuple(task + difficulty for task in PAPER_TASKS for difficulty in DIFFICULTIES)),
-    score=dataclasses.replace(POPGYM_SCORE, chance=None),  # a random policy scores differently on each task
-    **popgym_envs(),
-    check_cell=("RepeatPreviousEasy", None),
-    presets=_presets(
-        Preset("smoke", PAPER_EASY, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
-        # The CPU reference board (docs/leaderboard/popgym-cpu/): the four tasks at Easy, 5 seeds, in the JAX tier.
-        Preset("cpu", PAPER_EASY, seeds=5, total_steps=500_000, train_window=50_000, eval_episodes=100),
-        Preset("standard", tuple(task + difficulty for task in PAPER_TASKS for difficulty in DIFFICULTIES), seeds=5,
-               total_steps=5_000_000, train_window=100_000, eval_episodes=100),
-    ),
-    default_preset="standard",
-    legend=(
-        "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]. POPGym scales every task's "
-        "rewards so that an episode's return lies in [−1, 1]; the board takes those returns as they are, averages "
-        "a task's seeds, then the tasks unweighted, as POPGym's paper aggregates (it reports the best mean return "
-        "over training, MMER; the board the trained policy's evaluation). IQM: rliable's interquartile mean over "
-        "runs × tasks. "
-        "Cells: cells that ran ok / cells planned (tasks × seeds); a failed cell counts as −1 (the worst normalized "
-        "return) everywhere; an incomplete agent (planned cells never run) is not ranked and follows the complete "
-        "ones. An agent whose code or config changed has one row per version (name@v2, …). "
-        "Per task: evaluation normalized return, mean ± standard error over seeds. "
-        "Train: normalized return over the last training window. "
-        "Repeats: extra results of already scored cells (not counted in the score). "
-        "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
-        "run: it had learned, then lost it)."
-    ),
-    reading=(
-        "How to read it: 1.0 is a perfect episode on every task and −1.0 the worst; what a random policy scores "
-        "differs by task (about −0.5 on the card tasks, where a memoryless policy guesses among four suits), so "
-        "compare agents column by column, and against the memoryless control."
-    ),
-    results_dir="leaderboard-results-popgym",
-    report_dir="docs/leaderboard-popgym",
+#: the board legend and reading of a track whose columns are POPGym tasks
+POPGYM_TASKS_LEGEND = (
+    "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]. POPGym scales every task's "
+    "rewards so that an episode's return lies in [−1, 1]; the board takes those returns as they are, averages "
+    "a task's seeds, then the tasks unweighted, as POPGym's paper aggregates (it reports the best mean return "
+    "over training, MMER; the board the trained policy's evaluation). IQM: rliable's interquartile mean over "
+    "runs × tasks. "
+    "Cells: cells that ran ok / cells planned (tasks × seeds); a failed cell counts as −1 (the worst normalized "
+    "return) everywhere; an incomplete agent (planned cells never run) is not ranked and follows the complete "
+    "ones. An agent whose code or config changed has one row per version (name@v2, …). "
+    "Per task: evaluation normalized return, mean ± standard error over seeds. "
+    "Train: normalized return over the last training window. "
+    "Repeats: extra results of already scored cells (not counted in the score). "
+    "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
+    "run: it had learned, then lost it)."
+)
+POPGYM_TASKS_READING = (
+    "How to read it: 1.0 is a perfect episode on every task and −1.0 the worst; what a random policy scores "
+    "differs by task (about −0.5 on the card tasks, where a memoryless policy guesses among four suits), so "
+    "compare agents column by column, and against the memoryless control."
 )
 
 
-TRACKS: dict[str, Track] = {track.name: track for track in (TMAZE, POPGYM_REPEAT_PREVIOUS, POPGYM)}
+#: POPGym's groups of its task families, as popgym's README tags them (a family may carry two tags)
+POPGYM_GROUPS: dict[str, tuple[str, ...]] = {
+    "diagnostic": ("RepeatFirst", "RepeatPrevious", "Autoencode", "CountRecall"),
+    "control": ("PositionOnlyCartPole", "VelocityOnlyCartPole", "NoisyPositionOnlyCartPole", "PositionOnlyPendulum",
+                "NoisyPositionOnlyPendulum"),
+    "noisy": ("CountRecall", "HigherLower", "MultiarmedBandit", "NoisyPositionOnlyCartPole", "NoisyPositionOnlyPendulum"),
+    "game": ("Battleship", "Concentration", "HigherLower", "MineSweeper"),
+    "navigation": ("LabyrinthEscape", "LabyrinthExplore"),
+}
+#: every task family of popgym 1.0.7, group by group
+POPGYM_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(family for group in POPGYM_GROUPS.values() for family in group))
+
+
+def popgym_tasks_track(name: str, title: str, families: Sequence[str], check_task: str | None = None,
+                       cpu_seeds: int = 3) -> Track:
+    """A track whose columns are the POPGym tasks of ``families`` (every difficulty; presets ``smoke`` and ``cpu``
+    (``cpu_seeds`` seeds) at Easy, ``standard`` at all three), scored by the normalized return averaged over tasks,
+    both tiers; ``memgym leaderboard check`` runs ``check_task`` (default: the first family at Easy)."""
+    easy = tuple(family + "Easy" for family in families)
+    every = tuple(family + difficulty for family in families for difficulty in DIFFICULTIES)
+    return Track(
+        name=name,
+        title=title,
+        sweep=Sweep(name="task", plural="tasks", choices=every),
+        score=dataclasses.replace(POPGYM_SCORE, chance=None),
+        **popgym_envs(),
+        check_cell=(check_task or easy[0], None),
+        presets=_presets(
+            Preset("smoke", easy, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
+            Preset("cpu", easy, seeds=cpu_seeds, total_steps=500_000, train_window=50_000, eval_episodes=100),
+            Preset("standard", every, seeds=5, total_steps=5_000_000, train_window=100_000, eval_episodes=100),
+        ),
+        default_preset="standard",
+        legend=POPGYM_TASKS_LEGEND,
+        reading=POPGYM_TASKS_READING,
+        results_dir=f"leaderboard-results-{name}",
+        report_dir=f"docs/leaderboard-{name}",
+    )
+
+
+#: the monoid paper's four tasks (its Figure 6); the CPU reference board (docs/leaderboard/popgym-cpu/) is its ``cpu``
+#: preset, 5 seeds, in the JAX tier
+POPGYM = popgym_tasks_track("popgym", "POPGym (the monoid paper's four tasks)", PAPER_TASKS,
+                            check_task="RepeatPreviousEasy", cpu_seeds=5)
+#: the whole suite, every family a column (track ``popgym-suite``)
+POPGYM_SUITE = popgym_tasks_track("popgym-suite", "POPGym (every task family)", POPGYM_FAMILIES)
+#: one track per POPGym group (``popgym-diagnostic``, ``popgym-control``, ``popgym-noisy``, ``popgym-game``,
+#: ``popgym-navigation``)
+POPGYM_GROUP_TRACKS: dict[str, Track] = {
+    group: popgym_tasks_track(f"popgym-{group}", f"POPGym ({group} tasks)", families)
+    for group, families in POPGYM_GROUPS.items()
+}
+
+TRACKS: dict[str, Track] = {track.name: track for track in (
+    TMAZE, POPGYM_REPEAT_PREVIOUS, POPGYM, POPGYM_SUITE, *POPGYM_GROUP_TRACKS.values())}
 
 
 def get(name: str) -> Track:

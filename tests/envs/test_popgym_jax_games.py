@@ -300,3 +300,20 @@ def test_boards_mines_and_arms_have_popgyms_distributions():
     assert arms.dtype == np.float32 and stats.kstest(arms.ravel(), "uniform").pvalue > 1e-3
     draws = np.asarray(jax.vmap(lambda key: env.reset(key)[1].task.next_draw)(keys))
     assert stats.kstest(draws, "uniform").pvalue > 1e-3
+
+
+def test_valid_action_of_each_kind_of_space():
+    from gymnax.environments import spaces
+
+    from memgym.envs.functional import valid_action
+
+    cases = [
+        (spaces.Discrete(4), [0, 3, 3.0], [-1, 4, 1.5, jnp.nan]),
+        (MultiDiscrete([3, 5]), [[0, 0], [2, 4]], [[3, 0], [0, -1], [0.5, 1], [jnp.nan, 0]]),
+        (spaces.Box(-2.0, 2.0, (1,)), [[-2.0], [0.3], [2.0]], [[2.5], [jnp.nan], [-jnp.inf]]),
+    ]
+    for space, good, bad in cases:
+        assert all(bool(valid_action(space, jnp.asarray(a, jnp.float32))) for a in good), space
+        assert not any(bool(valid_action(space, jnp.asarray(a, jnp.float32))) for a in bad), space
+    with pytest.raises(ValueError, match=r"action must have the shape \(2,\)"):
+        valid_action(MultiDiscrete([3, 5]), jnp.zeros(3))

@@ -164,3 +164,66 @@ def test_a_run_resumes_with_an_agent_sized_for_each_task(tmp_path):
     records = {r["task"]: r for r in store.records() if r.get("task")}
     assert {task: (r["status"], r["version"], r["agent_info"]["config"]["num_actions"]) for task, r in records.items()} \
         == {"CountRecallEasy": ("ok", 1, 27), "PositionOnlyCartPoleEasy": ("ok", 1, 2)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the suite and its groups
+
+
+def test_the_suite_holds_every_family_in_jax_and_the_groups_are_popgyms_own_tags():
+    """``popgym-suite`` has a column for every task written in JAX (every family popgym installs with, at every
+    difficulty); the group tracks are the tags of popgym's own README (its installed package metadata), a family
+    in each group it is tagged with."""
+    import importlib.metadata
+    import re
+
+    from memgym.envs.popgym_jax import task_names
+
+    assert set(tracks.POPGYM_SUITE.sweep.choices) == set(task_names())
+    readme = importlib.metadata.metadata("popgym").get_payload()
+    tags: dict[str, set[str]] = {}
+    for name, tagged in re.findall(r"^\| \[([A-Za-z ]+)\]\([^)]*\) *\|([A-Za-z, ]+?) *\|", readme, re.MULTILINE):
+        family = name.replace(" ", "").replace("Cartpole", "CartPole").replace("Minesweeper", "MineSweeper")
+        for tag in tagged.split(","):
+            tags.setdefault(tag.strip().lower(), set()).add(family)
+    assert {group: set(families) for group, families in tracks.POPGYM_GROUPS.items()} == tags
+    for group, track in tracks.POPGYM_GROUP_TRACKS.items():
+        assert track.name == f"popgym-{group}" and track.tiers == ("jax", "any")
+        assert track.presets["cpu"].values == tuple(family + "Easy" for family in tracks.POPGYM_GROUPS[group])
+        assert len(track.presets["standard"].values) == 3 * len(tracks.POPGYM_GROUPS[group])
+
+
+def test_leaderboard_list_shows_the_suite_and_group_tracks():
+    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "list"], capture_output=True, text=True,
+                         check=True).stdout
+    for name in ("popgym-suite", "popgym-diagnostic", "popgym-control", "popgym-noisy", "popgym-game",
+                 "popgym-navigation"):
+        assert f"track {name} (" in out
+    assert "LabyrinthExploreEasy" in out and "PositionOnlyPendulumEasy" in out
+
+
+@pytest.mark.parametrize("task, good, bad", [
+    ("BattleshipEasy", jnp.array([7, 0]), jnp.array([8, 0])),  # a cell of the 8 x 8 board; one row past it
+    ("PositionOnlyPendulumEasy", jnp.array([2.0]), jnp.array([jnp.nan])),  # the largest torque; NaN
+    ("LabyrinthEscapeEasy", jnp.asarray(3), jnp.asarray(1.5)),  # down; a fractional move
+])
+def test_the_jax_tier_counts_invalid_actions_of_every_kind_of_space(task, good, bad):
+    """The harness's evaluation counts an action outside a MultiDiscrete, Box or Discrete space as invalid, and one
+    inside it as valid (memgym.envs.functional.valid_action), for the suite's tasks of each kind."""
+    inner = task_class(task)()
+
+    class Constant:
+        def __init__(self, action):
+            self.action = action
+
+        def initialize_carry(self):
+            return jnp.zeros(())
+
+        def act(self, params, carry, obs, start, key):
+            return self.action, carry
+
+    keys = jax.random.split(jax.random.key(0), 4)
+    for action, expect_invalid in ((good, False), (bad, True)):
+        _, _, lengths, invalid = evaluate_jax(Constant(action), None, inner, inner.default_params, keys, 30,
+                                              score_key="normalized_return", counted=False)
+        assert (np.asarray(invalid) > 0).all() == expect_invalid and (np.asarray(lengths) >= 0).all()

@@ -48,7 +48,9 @@ def oracle_factory(context):
 
 
 def test_registry_and_contexts():
-    assert set(TRACKS) == {"tmaze", "popgym-repeat-previous", "popgym"} and get("tmaze") is TMAZE
+    assert set(TRACKS) == {"tmaze", "popgym-repeat-previous", "popgym", "popgym-suite", "popgym-diagnostic",
+                           "popgym-control", "popgym-noisy", "popgym-game", "popgym-navigation"}
+    assert get("tmaze") is TMAZE
     with pytest.raises(ValueError, match="unknown track 'maze'; choose one of tmaze, popgym-repeat-previous, popgym"):
         get("maze")
     assert POPGYM_REPEAT_PREVIOUS.tiers == ("jax", "any") == POPGYM.tiers == TMAZE.tiers
