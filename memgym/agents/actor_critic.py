@@ -142,9 +142,10 @@ class ActorCriticTrainer(BaseTrainer):
         return distrax.Categorical(logits=logits[0]), value[0], carry
 
     def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array):
-        """Sample an action for one stream: ``(action, carry)`` (vmap for a batch)."""
+        """Sample an action for one stream: ``(action, carry)`` (vmap for a batch), as the environment takes it
+        (:meth:`~memgym.agents.spec.EnvSpec.env_action`)."""
         dist, _, carry = self.policy(params, carry, obs, start)
-        return dist.sample(seed=key), carry
+        return self.spec.env_action(dist.sample(seed=key)), carry
 
     def policy_step(self, params, carry, obs, start, keys):
         """Sample from the actor; record the critic's ``value`` and the action's ``log_prob``."""

@@ -179,9 +179,10 @@ class DQNTrainer(BaseTrainer):
         return q[0], carry
 
     def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array | None = None):
-        """Greedy action of one stream (evaluation): ``(action, carry)``; ``key`` is unused."""
+        """Greedy action of one stream (evaluation), as the environment takes it: ``(action, carry)``; ``key`` is
+        unused."""
         q, carry = self.q_values(params, carry, obs, start)
-        return jnp.argmax(q), carry
+        return self.spec.env_action(jnp.argmax(q)), carry
 
     def epsilon(self, env_steps: jax.Array) -> jax.Array:
         """Linear ε schedule over ``epsilon_fraction · total_steps`` environment steps."""

@@ -112,7 +112,8 @@ class HostAgent:
     # --- the any-framework protocol ------------------------------------------------------------------
 
     def act(self, obs: Any, start: np.ndarray) -> np.ndarray:
-        """Actions ``[N]`` for observations ``[N, ...]`` (``start``: an episode's first observation)."""
+        """Actions ``[N]`` (``[N, len(nvec)]`` for a ``MultiDiscrete`` space) for observations ``[N, ...]``
+        (``start``: an episode's first observation)."""
         # NumPy into the jitted policy: an eager jnp.asarray per step cost a fifth of a POPGym training step
         flat, start = self.layout.flatten(obs), np.asarray(start, bool)
         if self.state is None:
@@ -126,7 +127,7 @@ class HostAgent:
             key, action, carry = self._evaluate(self.state.params, carry, flat, start, key)
             self._eval = (size, carry, key)
             return np.asarray(action)
-        return np.asarray(self.step(flat, start))
+        return self.trainer.spec.env_action(np.asarray(self.step(flat, start)))
 
     def observe(self, action: Any, reward: Any, next_obs: Any, terminated: Any, truncated: Any) -> dict | None:
         """Record the step (``next_obs``: the true next observation, the last one where an episode ended)
@@ -252,7 +253,7 @@ class HostLoop:
         start = np.asarray(agent.state.start)
         env_seconds, clock = 0.0, time.perf_counter()
         for _ in range(self.trainer.config.steps_per_update):
-            action = np.asarray(agent.step(layout.flatten(self._obs), start))
+            action = self.trainer.spec.env_action(np.asarray(agent.step(layout.flatten(self._obs), start)))
             stepped = time.perf_counter()
             self._obs, reward, terminated, truncated, info = self.envs.step(action)
             env_seconds += time.perf_counter() - stepped

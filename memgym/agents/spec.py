@@ -76,15 +76,28 @@ class EnvSpec:
     Attributes:
         obs_size: entries of one (flat) stored observation.
         obs_dtype: their dtype.
-        num_actions: size of the discrete action space.
+        num_actions: size of the discrete action space the trainer chooses in: ``n`` of a ``Discrete`` one, the
+            number of action vectors ``prod(nvec)`` of a ``MultiDiscrete`` one (its vectors numbered in row-major
+            order: :meth:`env_action`).
         image_shape: ``(H, W, C)`` of the image stored first in each observation
             (an image encoder goes in front of the memory), or None.
+        action_nvec: ``nvec`` of a ``MultiDiscrete`` action space, or None for a ``Discrete`` one.
     """
 
     obs_size: int
     obs_dtype: np.dtype
     num_actions: int
     image_shape: tuple[int, int, int] | None = None
+    action_nvec: tuple[int, ...] | None = None
+
+    def env_action(self, action: Any) -> Any:
+        """The environment's action of the trainer's action index ``action`` (any batch shape, JAX or NumPy): the
+        index itself for a ``Discrete`` space; for a ``MultiDiscrete`` one the vector it numbers, row-major
+        (``[..., len(nvec)]``, int32)."""
+        if self.action_nvec is None:
+            return action
+        xp = np if isinstance(action, np.ndarray | np.generic | int) else _jnp()
+        return xp.stack(xp.unravel_index(action, self.action_nvec), axis=-1).astype(np.int32)
 
     @classmethod
     def from_env(cls, env: Any, params: Any = None) -> EnvSpec:
@@ -96,16 +109,28 @@ class EnvSpec:
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"trainers need a flat Box observation space, got {space}")
         actions = gymnasium_space(env.action_space(params))
-        return cls(int(space.shape[0]), np.dtype(space.dtype), _num_actions(actions))
+        num_actions, nvec = _action_choices(actions)
+        return cls(int(space.shape[0]), np.dtype(space.dtype), num_actions, action_nvec=nvec)
 
     @classmethod
     def from_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> EnvSpec:
         """The spec of a Gymnasium environment, its observations stored by :class:`ObservationLayout`."""
         layout = ObservationLayout(observation_space)
-        return cls(layout.size, layout.dtype, _num_actions(action_space), layout.image_shape)
+        num_actions, nvec = _action_choices(action_space)
+        return cls(layout.size, layout.dtype, num_actions, layout.image_shape, nvec)
 
 
-def _num_actions(space: gym.Space) -> int:
-    if not isinstance(space, gym.spaces.Discrete):
-        raise ValueError(f"trainers need a Discrete action space, got {space}")
-    return int(space.n)
+def _action_choices(space: gym.Space) -> tuple[int, tuple[int, ...] | None]:
+    """``(num_actions, action_nvec)`` of a ``Discrete`` or (zero-based) ``MultiDiscrete`` action space."""
+    if isinstance(space, gym.spaces.Discrete) and int(getattr(space, "start", 0)) == 0:
+        return int(space.n), None
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1 and not np.any(getattr(space, "start", 0)):
+        nvec = tuple(int(n) for n in space.nvec)
+        return int(np.prod(nvec)), nvec
+    raise ValueError(f"trainers need a Discrete or MultiDiscrete action space (values from 0), got {space}")
+
+
+def _jnp() -> Any:
+    import jax.numpy as jnp  # the host loop's NumPy side needs no JAX
+
+    return jnp

@@ -246,7 +246,7 @@ class BaseTrainer:
             key, policy_keys, key_env = self.step_keys(key)
             action, next_carry, fields = self.policy_step(acting, carry, obs, start, policy_keys)
             next_obs, env_state, reward, terminated, truncated, info = step(
-                jax.random.split(key_env, num_envs), env_state, action, env_params
+                jax.random.split(key_env, num_envs), env_state, self.spec.env_action(action), env_params
             )
             fields.update(self.bootstrap_where_cut(acting, next_carry, info["final_observation"], truncated & ~terminated))
             record = dict(obs=obs, start=start, action=action, reward=reward, terminated=terminated,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import gymnasium as gym
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from memgym.agents.ppo import PPOConfig, PPOTrainer
 from memgym.agents.registry import ALGORITHMS, TRAINERS, algorithm_name, make_train, make_trainer, trainer_class
 from memgym.agents.spec import EnvSpec
 from memgym.agents.trainer import BaseTrainer, Trainer
+from memgym.envs import make_jax
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
 
 SMALL = dict(memory="tiny-gru", num_envs=2)
@@ -61,8 +64,24 @@ def test_spec_from_a_functional_env_and_from_gymnasium_spaces():
     image = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
                              "target": gym.spaces.Box(0.0, 1.0, (3,), np.float32)})
     assert EnvSpec.from_spaces(image, gym.spaces.Discrete(6)) == EnvSpec(8 * 8 * 3 + 3, np.dtype(np.uint8), 6, (8, 8, 3))
-    with pytest.raises(ValueError, match="Discrete action space"):
+    with pytest.raises(ValueError, match="Discrete or MultiDiscrete action space"):
         EnvSpec.from_spaces(env.observation_space, gym.spaces.Box(0, 1, (2,)))
+    with pytest.raises(ValueError, match=r"\(values from 0\)"):
+        EnvSpec.from_spaces(env.observation_space, gym.spaces.Discrete(3, start=1))
+
+
+def test_a_multidiscrete_action_space_is_chosen_in_as_its_numbered_vectors():
+    """A trainer chooses among the ``prod(nvec)`` action vectors of a MultiDiscrete space, numbered row-major, and
+    hands the environment the vector (NumPy for the host loop, JAX inside jit, any batch shape)."""
+    env, params = make_jax("memgym/popgym-BattleshipEasy-v0")
+    spec = EnvSpec.from_env(env, params)
+    assert spec == EnvSpec.from_spaces(gym.spaces.Box(0, 1, (18,), np.float32), gym.spaces.MultiDiscrete([8, 8]))
+    assert (spec.num_actions, spec.action_nvec, spec.image_shape) == (64, (8, 8), None)
+    assert spec.env_action(np.int64(8 * 3 + 5)).tolist() == [3, 5]
+    np.testing.assert_array_equal(spec.env_action(np.arange(64).reshape(8, 8)), np.stack(np.indices((8, 8)), -1))
+    batch = jax.jit(spec.env_action)(jnp.array([0, 9, 63]))
+    assert batch.dtype == jnp.int32 and batch.tolist() == [[0, 0], [1, 1], [7, 7]]
+    assert EnvSpec(16, np.dtype(np.float32), 4).env_action(np.int64(2)) == 2
 
 
 def test_a_trainer_built_from_a_spec_has_no_env_to_step():
