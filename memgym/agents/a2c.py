@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import distrax
 import jax
 import jax.numpy as jnp
 
@@ -39,7 +38,7 @@ class A2CTrainer(ActorCriticTrainer):
         obs, start = replay_inputs(rollout)
         logits, values = self.replay(params, obs, start, rollout.carry)
         adv, targets = advantages(rollout, jax.lax.stop_gradient(values), config.gamma, config.gae_lambda)
-        dist = distrax.Categorical(logits=logits[:, :-1])
+        dist = self.distribution(logits[:, :-1])
         policy_loss = -jnp.mean(dist.log_prob(rollout.action) * adv)
         value_loss = 0.5 * jnp.mean((values[:, :-1] - targets) ** 2)
         return actor_critic_loss(dist, policy_loss, value_loss, config)

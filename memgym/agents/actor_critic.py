@@ -120,7 +120,7 @@ class ActorCriticTrainer(BaseTrainer):
         super().__init__(config, env, example_params)
         self.network = ActorCritic(
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
-            config.head_layers, self.spec.image_shape, config.policy_gain,
+            config.head_layers, self.spec.image_shape, config.policy_gain, self.spec.action_box is not None,
         )
         model = memory_lib.model_class(self.memory_name)
         if config.replay_chunk_size and not getattr(model, "carry_passes_gradients", True):
@@ -136,10 +136,24 @@ class ActorCriticTrainer(BaseTrainer):
     def init_learner(self, params: PyTree) -> PyTree:
         return self.optimizer.init(params)
 
-    def policy(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array):
-        """One stream, one step: ``(distrax.Categorical, value, carry)``."""
+    def distribution(self, head: jax.Array) -> distrax.Distribution:
+        """The policy of the actor's output ``head``: categorical over the logits, or, for a ``Box`` action space,
+        a Gaussian with independent entries (``head`` is ``[mean | log_std]``)."""
+        if self.spec.action_box is None:
+            return distrax.Categorical(logits=head)
+        mean, log_std = jnp.split(head, 2, axis=-1)
+        return distrax.MultivariateNormalDiag(mean, jnp.exp(log_std))
+
+    def heads(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array):
+        """One stream, one step: ``(actor output, value, carry)`` (vmap it, then take :meth:`distribution`: a
+        distribution built under ``vmap`` would keep its tracers)."""
         logits, value, carry = self.network.apply(params, obs[None], jnp.asarray(start, bool)[None], carry)
-        return distrax.Categorical(logits=logits[0]), value[0], carry
+        return logits[0], value[0], carry
+
+    def policy(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array):
+        """One stream, one step: ``(policy distribution, value, carry)``."""
+        head, value, carry = self.heads(params, carry, obs, start)
+        return self.distribution(head), value, carry
 
     def act(self, params: PyTree, carry: PyTree, obs: jax.Array, start: jax.Array, key: jax.Array):
         """Sample an action for one stream: ``(action, carry)`` (vmap for a batch), as the environment takes it
@@ -149,7 +163,8 @@ class ActorCriticTrainer(BaseTrainer):
 
     def policy_step(self, params, carry, obs, start, keys):
         """Sample from the actor; record the critic's ``value`` and the action's ``log_prob``."""
-        dist, value, carry = jax.vmap(self.policy, in_axes=(None, 0, 0, 0))(params, carry, obs, start)
+        head, value, carry = jax.vmap(self.heads, in_axes=(None, 0, 0, 0))(params, carry, obs, start)
+        dist = self.distribution(head)
         action = dist.sample(seed=keys[0])
         return action, carry, dict(value=value, log_prob=dist.log_prob(action))
 
@@ -157,7 +172,7 @@ class ActorCriticTrainer(BaseTrainer):
         """``final_value``: the critic's value of the observation a time limit cut the episode at."""
         if not self.config.bootstrap_truncated:  # treat a time limit like a terminal state
             return dict(final_value=jnp.zeros(obs.shape[0]))
-        _, value, _ = jax.vmap(self.policy, in_axes=(None, 0, 0, 0))(params, carry, obs, jnp.zeros(obs.shape[0], bool))
+        _, value, _ = jax.vmap(self.heads, in_axes=(None, 0, 0, 0))(params, carry, obs, jnp.zeros(obs.shape[0], bool))
         return dict(final_value=value)
 
     def replay(self, params: PyTree, obs: jax.Array, start: jax.Array, carry: PyTree):
@@ -188,7 +203,7 @@ class ActorCriticTrainer(BaseTrainer):
         )
 
 
-def actor_critic_loss(dist: distrax.Categorical, policy_loss: jax.Array, value_loss: jax.Array, config: ActorCriticFields):
+def actor_critic_loss(dist: distrax.Distribution, policy_loss: jax.Array, value_loss: jax.Array, config: ActorCriticFields):
     """``policy + value_coef · value − entropy_coef · entropy`` and its parts (A2C's and PPO's loss shape)."""
     entropy = jnp.mean(dist.entropy())
     loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy

@@ -162,6 +162,9 @@ class DQNTrainer(BaseTrainer):
 
     def __init__(self, config: DQNConfig, env: Environment | EnvSpec, example_params: Any | None = None):
         super().__init__(config, env, example_params)
+        if self.spec.action_box is not None:
+            raise ValueError(f"DQN chooses among discrete actions; this environment's actions are real vectors (a Box "
+                             f"with bounds {self.spec.action_box}): train it with A2C or PPO")
         self.network = DuelingQNetwork(
             self.memory_name, frozen_config(self.memory_config), self.spec.num_actions, config.head_width,
             self.spec.image_shape,

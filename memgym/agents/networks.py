@@ -41,7 +41,8 @@ def mlp(width: int, layers: int, out: int, out_gain: float, name: str) -> nn.Mod
 
 
 class ActorCritic(nn.Module):
-    """``(obs[T, O], start[T], carry) -> (logits[T, A], value[T], carry)``."""
+    """``(obs[T, O], start[T], carry) -> (logits[T, A], value[T], carry)``; with ``gaussian`` the policy's
+    ``[mean | log_std]`` (``[T, 2A]``) in place of the logits."""
 
     memory_name: str
     memory_config: tuple[tuple[str, Any], ...]
@@ -50,6 +51,7 @@ class ActorCritic(nn.Module):
     head_layers: int = 2
     image_shape: tuple[int, int, int] | None = None  # observations hold an image (see agents.encoders)
     policy_gain: float = 0.01  # orthogonal gain of the policy logits (ActorCriticFields.policy_gain)
+    gaussian: bool = False  # a Gaussian policy over num_actions real entries (a Box action space)
 
     def initialize_carry(self) -> Carry:
         return memory_carry(self.memory_name, self.memory_config)
@@ -61,6 +63,9 @@ class ActorCritic(nn.Module):
             inputs, start, carry
         )
         logits = mlp(self.head_width, self.head_layers, self.num_actions, self.policy_gain, "actor")(features)
+        if self.gaussian:  # the actor gives the mean; the log standard deviations are learned, one per entry
+            log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+            logits = jnp.concatenate([logits, jnp.broadcast_to(log_std, logits.shape)], axis=-1)
         value = mlp(self.head_width, self.head_layers, 1, 1.0, "critic")(features)[:, 0]
         return logits, value, carry
 

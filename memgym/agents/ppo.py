@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import distrax
 import jax
 import jax.numpy as jnp
 
@@ -80,7 +79,7 @@ class PPOTrainer(ActorCriticTrainer):
     def loss(self, params: PyTree, batch: dict[str, jax.Array]):
         config = self.config
         logits, values = self.replay(params, batch["obs"], batch["start"], batch["carry"])
-        dist = distrax.Categorical(logits=logits)
+        dist = self.distribution(logits)
         adv = batch["advantage"]
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         ratio = jnp.exp(dist.log_prob(batch["action"]) - batch["log_prob"])

@@ -81,7 +81,9 @@ class EnvSpec:
             order: :meth:`env_action`).
         image_shape: ``(H, W, C)`` of the image stored first in each observation
             (an image encoder goes in front of the memory), or None.
-        action_nvec: ``nvec`` of a ``MultiDiscrete`` action space, or None for a ``Discrete`` one.
+        action_nvec: ``nvec`` of a ``MultiDiscrete`` action space, or None.
+        action_box: ``(low, high)`` of a flat ``Box`` action space (tuples of floats, one per entry; then
+            ``num_actions`` is its size and the trainer's policy a Gaussian, as an actor-critic's can be), or None.
     """
 
     obs_size: int
@@ -89,14 +91,19 @@ class EnvSpec:
     num_actions: int
     image_shape: tuple[int, int, int] | None = None
     action_nvec: tuple[int, ...] | None = None
+    action_box: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     def env_action(self, action: Any) -> Any:
-        """The environment's action of the trainer's action index ``action`` (any batch shape, JAX or NumPy): the
-        index itself for a ``Discrete`` space; for a ``MultiDiscrete`` one the vector it numbers, row-major
-        (``[..., len(nvec)]``, int32)."""
-        if self.action_nvec is None:
+        """The environment's action of the trainer's action ``action`` (any batch shape, JAX or NumPy): the index
+        itself for a ``Discrete`` space; for a ``MultiDiscrete`` one the vector it numbers, row-major
+        (``[..., len(nvec)]``, int32); for a ``Box`` one the sample clipped to the bounds (float32; the trainer
+        learns from the sample itself)."""
+        if self.action_nvec is None and self.action_box is None:
             return action
-        xp = np if isinstance(action, np.ndarray | np.generic | int) else _jnp()
+        xp = np if isinstance(action, np.ndarray | np.generic | int | float) else _jnp()
+        if self.action_box is not None:
+            low, high = (np.asarray(bound, np.float32) for bound in self.action_box)
+            return xp.clip(action, low, high).astype(np.float32)
         return xp.stack(xp.unravel_index(action, self.action_nvec), axis=-1).astype(np.int32)
 
     @classmethod
@@ -109,25 +116,29 @@ class EnvSpec:
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"trainers need a flat Box observation space, got {space}")
         actions = gymnasium_space(env.action_space(params))
-        num_actions, nvec = _action_choices(actions)
-        return cls(int(space.shape[0]), np.dtype(space.dtype), num_actions, action_nvec=nvec)
+        return cls(int(space.shape[0]), np.dtype(space.dtype), **_action_fields(actions))
 
     @classmethod
     def from_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> EnvSpec:
         """The spec of a Gymnasium environment, its observations stored by :class:`ObservationLayout`."""
         layout = ObservationLayout(observation_space)
-        num_actions, nvec = _action_choices(action_space)
-        return cls(layout.size, layout.dtype, num_actions, layout.image_shape, nvec)
+        return cls(layout.size, layout.dtype, image_shape=layout.image_shape, **_action_fields(action_space))
 
 
-def _action_choices(space: gym.Space) -> tuple[int, tuple[int, ...] | None]:
-    """``(num_actions, action_nvec)`` of a ``Discrete`` or (zero-based) ``MultiDiscrete`` action space."""
+def _action_fields(space: gym.Space) -> dict[str, Any]:
+    """``num_actions`` and ``action_nvec`` / ``action_box`` of a ``Discrete`` or ``MultiDiscrete`` (values from 0)
+    or flat, bounded ``Box`` action space."""
     if isinstance(space, gym.spaces.Discrete) and int(getattr(space, "start", 0)) == 0:
-        return int(space.n), None
+        return dict(num_actions=int(space.n))
     if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1 and not np.any(getattr(space, "start", 0)):
         nvec = tuple(int(n) for n in space.nvec)
-        return int(np.prod(nvec)), nvec
-    raise ValueError(f"trainers need a Discrete or MultiDiscrete action space (values from 0), got {space}")
+        return dict(num_actions=int(np.prod(nvec)), action_nvec=nvec)
+    if (isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and np.all(np.isfinite(space.low))
+            and np.all(np.isfinite(space.high))):
+        bounds = tuple(tuple(float(v) for v in bound) for bound in (space.low, space.high))
+        return dict(num_actions=int(space.shape[0]), action_box=bounds)
+    raise ValueError(f"trainers need a Discrete or MultiDiscrete action space (values from 0) or a flat, bounded Box "
+                     f"one, got {space}")
 
 
 def _jnp() -> Any:

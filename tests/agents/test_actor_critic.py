@@ -243,3 +243,38 @@ def test_learning_rate_is_constant_or_annealed_linearly_to_zero(make, trainer_cl
         params = new
     expected = cfg.learning_rate * (1 - np.arange(total + 1) / total) if anneal_lr else np.full(total + 1, cfg.learning_rate)
     np.testing.assert_allclose(sizes, expected, rtol=0.02, atol=1e-9)
+
+
+@pytest.mark.slow(seconds=15)
+@pytest.mark.parametrize("make, trainer_class", [(config, A2CTrainer), (ppo_config, PPOTrainer)], ids=["a2c", "ppo"])
+def test_a_box_action_space_gets_a_gaussian_policy_whose_samples_are_clipped_for_the_env(make, trainer_class):
+    """On the Pendulum (a torque in Box(-2, 2, (1,))): the actor's mean and a learned log standard deviation per
+    entry (starting at 0) make a Gaussian; the trainer learns from its samples, the environment gets them clipped to
+    the bounds, and one update changes the log standard deviation (the loss reaches it)."""
+    from memgym.envs import make_jax
+
+    env, params = make_jax("memgym/popgym-PositionOnlyPendulumEasy-v0")
+    trainer = trainer_class(make(total_steps=8 * 32 * 2), env)
+    assert trainer.spec.action_box == ((-2.0,), (2.0,)) and trainer.spec.num_actions == 1
+    state = trainer.init(jax.random.key(0), params)
+    assert np.asarray(state.params["params"]["log_std"]).tolist() == [0.0]
+    obs, _ = env.reset(jax.random.key(1), params)
+    head, _, _ = trainer.heads(state.params, trainer.initialize_carry(), obs, jnp.ones((), bool))
+    dist = trainer.distribution(head)
+    assert isinstance(dist, distrax.MultivariateNormalDiag) and np.allclose(dist.stddev(), 1.0)
+    samples = dist.sample(seed=jax.random.key(2), sample_shape=4000)
+    assert float(jnp.abs(samples).max()) > 2.0  # the Gaussian reaches past the bounds ...
+    clipped = trainer.spec.env_action(samples)
+    assert clipped.dtype == jnp.float32 and float(jnp.abs(clipped).max()) == 2.0  # ... the env gets them clipped
+    np.testing.assert_array_equal(trainer.spec.env_action(np.array([[-3.0], [0.5]])), [[-2.0], [0.5]])
+    state, _ = jax.jit(trainer.update)(state, params)
+    assert np.asarray(state.params["params"]["log_std"]).tolist() != [0.0]
+
+
+def test_dqn_refuses_a_box_action_space_by_name():
+    from memgym.agents.dqn import DQNConfig, DQNTrainer
+    from memgym.envs import make_jax
+
+    env, _ = make_jax("memgym/popgym-PositionOnlyPendulumEasy-v0")
+    with pytest.raises(ValueError, match=r"DQN chooses among discrete actions.*train it with A2C or PPO"):
+        DQNTrainer(DQNConfig(memory="tiny-gru"), env)

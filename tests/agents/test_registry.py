@@ -64,8 +64,11 @@ def test_spec_from_a_functional_env_and_from_gymnasium_spaces():
     image = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
                              "target": gym.spaces.Box(0.0, 1.0, (3,), np.float32)})
     assert EnvSpec.from_spaces(image, gym.spaces.Discrete(6)) == EnvSpec(8 * 8 * 3 + 3, np.dtype(np.uint8), 6, (8, 8, 3))
-    with pytest.raises(ValueError, match="Discrete or MultiDiscrete action space"):
-        EnvSpec.from_spaces(env.observation_space, gym.spaces.Box(0, 1, (2,)))
+    for unfit in (gym.spaces.Box(-np.inf, np.inf, (2,)), gym.spaces.Box(0, 1, (2, 2)), gym.spaces.MultiBinary(3)):
+        with pytest.raises(ValueError, match="Discrete or MultiDiscrete action space .* or a flat, bounded Box one"):
+            EnvSpec.from_spaces(env.observation_space, unfit)
+    box = EnvSpec.from_spaces(env.observation_space, gym.spaces.Box(-2.0, np.array([2.0, 1.0]), (2,)))
+    assert (box.num_actions, box.action_box, box.action_nvec) == (2, ((-2.0, -2.0), (2.0, 1.0)), None)
     with pytest.raises(ValueError, match=r"\(values from 0\)"):
         EnvSpec.from_spaces(env.observation_space, gym.spaces.Discrete(3, start=1))
 

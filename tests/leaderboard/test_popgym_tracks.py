@@ -230,16 +230,19 @@ def test_the_jax_tier_counts_invalid_actions_of_every_kind_of_space(task, good, 
 
 
 @pytest.mark.slow(seconds=60)
-def test_reference_agents_play_multidiscrete_tasks_of_the_game_track(tmp_path):
-    """``memgym leaderboard run --track popgym-game`` with a reference agent on Battleship and MineSweeper (a cell
-    as ``MultiDiscrete([rows, columns])``): both cells run, no action is invalid, and the scores are returns."""
-    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--track", "popgym-game",
-                          "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", "BattleshipEasy,MineSweeperEasy",
+@pytest.mark.parametrize("track, tasks", [("popgym-game", ["BattleshipEasy", "MineSweeperEasy"]),
+                                          ("popgym-control", ["PositionOnlyPendulumEasy"])])
+def test_reference_agents_play_multidiscrete_and_box_tasks(tmp_path, track, tasks):
+    """``memgym leaderboard run`` with a reference agent on Battleship and MineSweeper (a cell as
+    ``MultiDiscrete([rows, columns])``) and on the Pendulum (a torque in a ``Box``): every cell runs, no action is
+    invalid, and the scores are normalized returns."""
+    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--track", track,
+                          "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", ",".join(tasks),
                           "--seeds", "1", "--steps", "20000", "--eval-episodes", "16", "--results", str(tmp_path)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(path.read_text()) for path in tmp_path.glob("a2c-tiny-gru/*/seed0.json")]
-    assert sorted(record["task"] for record in records) == ["BattleshipEasy", "MineSweeperEasy"]
+    assert sorted(record["task"] for record in records) == sorted(tasks)
     for record in records:
         assert record["status"] == "ok", record.get("error")
         assert record["train"]["invalid_actions"] == 0 and -1.0 <= record["eval"]["normalized_return"] <= 1.0
