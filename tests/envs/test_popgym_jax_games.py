@@ -17,6 +17,7 @@ popgym is an optional extra, so the whole module is skipped without it.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import warnings
 
@@ -33,6 +34,7 @@ stats = pytest.importorskip("scipy.stats")
 from memgym.envs import make_jax  # noqa: E402
 from memgym.envs.functional import GymnasiumAdapter, GymnasiumVectorAdapter, MultiDiscrete, gymnasium_space  # noqa: E402
 from memgym.envs.popgym import PopGymEnv  # noqa: E402
+from tests.envs.popgym_lockstep import check_lockstep  # noqa: E402
 from memgym.envs.popgym_jax.games import (  # noqa: E402
     GAME_TASKS,
     Battleship,
@@ -81,42 +83,6 @@ def policy(env, upstream, rng: np.random.Generator, aim: float):
     return targets[rng.integers(len(targets))] if len(targets) else rng.integers(np.array(shape))
 
 
-def check_lockstep(name: str, episodes: int, seed: int) -> dict[str, int]:
-    """popgym's ``name`` and the JAX task side by side for ``episodes`` episodes (every third one of random
-    actions, the others half aimed); returns counts of the steps and of the episodes' ends (terminated,
-    truncated)."""
-    env = GAME_TASKS[name]()
-    params = env.default_params
-    wrapper = PopGymEnv(name)
-    upstream = wrapper.unwrapped
-    rng = np.random.default_rng(seed)
-    wrapper.reset(seed=seed)
-    step = jax.jit(lambda state, action: env.step_env(jax.random.key(0), state, action, params))
-    counts = {"steps": 0, "terminated": 0, "truncated": 0}
-    for episode in range(episodes):
-        aim = 0.0 if episode % 3 == 0 else 0.5
-        first_obs, _ = wrapper.reset()
-        state = env.initial_state(start_from_popgym(env, upstream), params)
-        np.testing.assert_array_equal(np.asarray(env.get_obs(state, params)), first_obs)
-        while True:
-            action = policy(env, upstream, rng, aim)
-            obs, reward, terminated, truncated, info = wrapper.step(action)
-            obs_jax, state, reward_jax, terminated_jax, info_jax = step(state, jnp.asarray(action))
-            if isinstance(env, MultiarmedBandit):
-                state = state.replace(task=state.task.replace(next_draw=jnp.asarray(next_draw(upstream))))
-            np.testing.assert_array_equal(np.asarray(obs_jax), obs)
-            assert np.asarray(reward_jax) == np.float32(reward)
-            assert bool(terminated_jax) == terminated and bool(env.is_truncated(state, params)) == truncated
-            counts["steps"] += 1
-            if terminated or truncated:
-                assert int(info_jax["episode_length"]) == info["episode_length"]
-                assert np.asarray(info_jax["episode_return"]) == np.float32(info["episode_return"])
-                assert np.asarray(info_jax["normalized_return"]) == np.float32(info["normalized_return"])
-                counts["terminated" if terminated else "truncated"] += 1
-                break
-    return counts
-
-
 # ---------------------------------------------------------------------------------------------
 # parity
 
@@ -127,7 +93,14 @@ def test_lockstep_with_popgym_is_exact(name):
     way an episode ends; thousands of steps in all."""
     family = name.removesuffix("Easy").removesuffix("Medium").removesuffix("Hard")
     episodes = {"MultiarmedBandit": 8, "Battleship": 30, "MineSweeper": 150}[family]
-    counts = check_lockstep(name, episodes, seed=NAMES.index(name))
+    env = GAME_TASKS[name]()
+
+    def next_bandit_draw(state, upstream):
+        return state.replace(task=state.task.replace(next_draw=jnp.asarray(next_draw(upstream))))
+
+    counts = check_lockstep(name, env, start_from_popgym, functools.partial(policy, env), episodes,
+                            seed=NAMES.index(name), aim=0.5,
+                            after_step=next_bandit_draw if isinstance(env, MultiarmedBandit) else None)
     assert counts["steps"] >= 1000
     if name.startswith("MultiarmedBandit"):
         assert counts["truncated"] == episodes

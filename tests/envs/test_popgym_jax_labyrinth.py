@@ -35,6 +35,7 @@ from popgym.core.maze import MazeEnv  # noqa: E402
 from memgym.envs import make_jax  # noqa: E402
 from memgym.envs.functional import GymnasiumAdapter, GymnasiumVectorAdapter  # noqa: E402
 from memgym.envs.popgym import PopGymEnv  # noqa: E402
+from tests.envs.popgym_lockstep import check_lockstep  # noqa: E402
 from memgym.envs.popgym_jax.labyrinth import (  # noqa: E402
     LABYRINTH_TASKS,
     LabyrinthEscape,
@@ -104,39 +105,6 @@ def start_from_popgym(env, upstream):
     return env.start(walls, np.array(upstream.maze.start), np.array(upstream.maze.end), jax.random.key(0))
 
 
-def check_lockstep(name: str, episodes: int, seed: int) -> dict[str, int]:
-    """popgym's ``name`` and the JAX task side by side for ``episodes`` episodes (every third one of random moves,
-    the others mostly aimed); returns counts of the steps and of the episodes' ends."""
-    env = LABYRINTH_TASKS[name]()
-    params = env.default_params
-    wrapper = PopGymEnv(name)
-    upstream = wrapper.unwrapped
-    rng = np.random.default_rng(seed)
-    wrapper.reset(seed=seed)
-    step = jax.jit(lambda state, action: env.step_env(jax.random.key(0), state, action, params))
-    counts = {"steps": 0, "terminated": 0, "truncated": 0}
-    for episode in range(episodes):
-        aim = 0.0 if episode % 3 == 0 else 0.9
-        first_obs, _ = wrapper.reset()
-        state = env.initial_state(start_from_popgym(env, upstream), params)
-        np.testing.assert_array_equal(np.asarray(env.get_obs(state, params)), first_obs)
-        while True:
-            action = policy(upstream, rng, aim)
-            obs, reward, terminated, truncated, info = wrapper.step(action)
-            obs_jax, state, reward_jax, terminated_jax, info_jax = step(state, jnp.asarray(action))
-            np.testing.assert_array_equal(np.asarray(obs_jax), obs)
-            assert np.asarray(reward_jax) == np.float32(reward)
-            assert bool(terminated_jax) == terminated and bool(env.is_truncated(state, params)) == truncated
-            counts["steps"] += 1
-            if terminated or truncated:
-                assert int(info_jax["episode_length"]) == info["episode_length"]
-                assert np.asarray(info_jax["episode_return"]) == np.float32(info["episode_return"])
-                assert np.asarray(info_jax["normalized_return"]) == np.float32(info["normalized_return"])
-                counts["terminated" if terminated else "truncated"] += 1
-                break
-    return counts
-
-
 # ---------------------------------------------------------------------------------------------
 # parity
 
@@ -145,7 +113,8 @@ def check_lockstep(name: str, episodes: int, seed: int) -> dict[str, int]:
 def test_lockstep_with_popgym_is_exact(name):
     """Every observation, reward, end flag, return and length equal to popgym's, at every difficulty, episodes
     ending by the exit (Escape) or by every cell visited (Explore) and by the step limit; thousands of steps."""
-    counts = check_lockstep(name, episodes=9, seed=NAMES.index(name))
+    counts = check_lockstep(name, LABYRINTH_TASKS[name](), start_from_popgym, policy, episodes=9,
+                            seed=NAMES.index(name), aim=0.9)
     assert counts["steps"] >= 2000
     assert counts["terminated"] >= 2 and counts["truncated"] >= 1
 
