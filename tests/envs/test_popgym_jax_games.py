@@ -236,8 +236,9 @@ def test_a_ship_is_placed_uniformly_among_the_placements_that_fit():
 @pytest.mark.slow(seconds=8)
 def test_boards_mines_and_arms_have_popgyms_distributions():
     """Independent per-episode statistics from popgym's generator (1,500 resets) and from ``jax.random`` (4,096):
-    the number of ship cells on Battleship's border and MineSweeper's first mine (chi-square tests of
-    homogeneity), the bandit's arms (uniform: Kolmogorov-Smirnov); p > 0.001 each, fixed seeds and keys."""
+    the number of ship cells on Battleship's border (on a reset's board and on the next episode's, placed during
+    the episode before) and MineSweeper's first mine (chi-square tests of homogeneity), the bandit's arms (uniform:
+    Kolmogorov-Smirnov); p > 0.001 each, fixed seeds and keys."""
     keys = jax.random.split(jax.random.key(5), 4096)
 
     def popgym_resets(name: str, read) -> list:
@@ -261,6 +262,23 @@ def test_boards_mines_and_arms_have_popgyms_distributions():
     assert (boards.sum(axis=(1, 2)) == 12).all()
     theirs = popgym_resets("BattleshipEasy", lambda upstream: int(upstream.board[border].sum()))
     assert homogeneous(boards[:, border].sum(axis=1), np.array(theirs)) > 1e-3
+
+    # the boards of the episodes gymnax's auto-reset starts (placed one ship a step during the episode before):
+    # every cell shot in turn, so each first episode ends within 64 steps
+    def next_board(key):
+        _, state = env.reset(key)
+
+        def shoot(state, t):
+            _, state, _, terminated, truncated, _ = env.step(jax.random.fold_in(key, t), state,
+                                                              jnp.stack(jnp.divmod(t, 8)))
+            return state, (state.task.board, terminated | truncated)
+
+        _, (seen, ended) = jax.lax.scan(shoot, state, jnp.arange(64))
+        return seen[jnp.argmax(ended)]
+
+    later = np.asarray(jax.jit(jax.vmap(next_board))(keys))
+    assert (later.sum(axis=(1, 2)) == 12).all() and not (later == boards).all(axis=(1, 2)).any()
+    assert homogeneous(later[:, border].sum(axis=1), np.array(theirs)) > 1e-3
 
     env = GAME_TASKS["MineSweeperMedium"]()
     hidden = np.asarray(jax.vmap(lambda key: env.reset(key)[1].task.hidden)(keys)).reshape(4096, -1)

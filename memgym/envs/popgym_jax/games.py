@@ -45,7 +45,8 @@ every fitting placement is drawn by two of its draws, so the placements are unif
 placements are counted and one is drawn. MineSweeper's mines are a uniformly random set of cells, as
 popgym's ``choice(..., replace=False)`` (here each mine uniform among the cells left). gymnax's auto-reset
 computes a new episode at every vmapped step, so each of these draws takes one random integer
-(:func:`nth_true`), not one random number per candidate.
+(:func:`nth_true`), not one random number per candidate, and Battleship's next board is placed during the
+episode before, one ship a step (:meth:`Battleship.place_next`).
 
 Deviations from popgym
 ----------------------
@@ -208,27 +209,28 @@ def nth_true(mask: jax.Array, n: jax.Array) -> jax.Array:
     return jnp.argmax(jax.lax.associative_scan(jnp.add, mask.astype(jnp.int32)) > n)
 
 
-def place_ship(key: jax.Array, board: jax.Array, size: int) -> jax.Array:
+def place_ship(key: jax.Array, board: jax.Array, size: Any, longest: int | None = None) -> jax.Array:
     """``board`` (bool, ``n x n``) with a ship of ``size`` cells added, uniformly among the placements (a row or
     a column of ``size`` cells) that fit on the board and touch no ship on it; unchanged where none fits.
 
-    Every placement is a start cell and an axis; a placement fits where the board's cells it covers sum to 0
-    (``size`` shifted copies of the board added), and one uniform integer picks among those that fit
-    (:func:`nth_true`)."""
+    Every placement is a start cell and an axis; a placement fits where the board's cells it covers sum to 0 (the
+    board, walled beyond its edge, added to ``size`` shifted copies of itself), and one uniform integer picks among
+    those that fit (:func:`nth_true`). ``size`` may be traced (an int32 of at most ``longest``, a static bound):
+    one compiled placement serves ships of every size."""
     n = board.shape[0]
-    occupied = board.astype(jnp.int32)
-    starts = n - size + 1  # start positions along the axis
-    if starts <= 0:
-        return board
+    longest = int(size) if longest is None else int(longest)
+    size = jnp.asarray(size, jnp.int32)
+    occupied = jnp.pad(board.astype(jnp.int32), ((0, 0), (0, longest)), constant_values=1)  # beyond the edge: full
 
-    def windows(grid: jax.Array) -> jax.Array:  # grid[r, c : c + size].sum() for c < starts, [n, starts]
-        return sum(grid[:, i:i + starts] for i in range(size))
+    def windows(grid: jax.Array) -> jax.Array:  # grid[r, c : c + size].sum() for every start c, [n, n]
+        return sum(jnp.where(i < size, grid[:, i:i + n], 0) for i in range(longest))
 
-    across, down = windows(occupied) == 0, windows(occupied.T) == 0  # [row, start col], [col, start row]
-    free = jnp.concatenate([across.reshape(-1), down.reshape(-1)])
+    rows_padded = jnp.pad(board.astype(jnp.int32).T, ((0, 0), (0, longest)), constant_values=1)
+    across, down = windows(occupied) == 0, windows(rows_padded) == 0  # [row, start col], [col, start row]
+    free = jnp.concatenate([across.reshape(-1), down.reshape(-1)]) & (size >= 1) & (size <= n)
     choice = nth_true(free, jax.random.randint(key, (), 0, jnp.maximum(free.sum(), 1)))
-    is_down = choice >= n * starts
-    line, start = jnp.divmod(jnp.where(is_down, choice - n * starts, choice), starts)
+    is_down = choice >= n * n
+    line, start = jnp.divmod(jnp.where(is_down, choice - n * n, choice), n)
     rows, cols = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
     along, other = jnp.where(is_down, rows, cols), jnp.where(is_down, cols, rows)
     ship = (other == line) & (along >= start) & (along < start + size) & jnp.any(free)
@@ -239,13 +241,17 @@ def place_ship(key: jax.Array, board: jax.Array, size: int) -> jax.Array:
 class BattleshipState:
     """Battleship's state: ``board``, the ship cells (bool ``n x n``); ``guesses``, the cells shot at (bool);
     ``hits``, the ship cells hit (int32); ``shown``, whether the last shot was a new hit (int32, 0 after a
-    reset); ``score``, the episode's rewards in units of ``1 / (h (n^2 - h))``."""
+    reset); ``score``, the episode's rewards in units of ``1 / (h (n^2 - h))``; ``next_board`` and
+    ``next_ships``, the next episode's board and how many of its ships are placed (one a step: an episode lasts at
+    least as many steps as there are ship cells, so it is complete when the episode ends)."""
 
     board: jax.Array
     guesses: jax.Array
     hits: jax.Array
     shown: jax.Array
     score: jax.Array
+    next_board: jax.Array
+    next_ships: jax.Array
 
 
 class Battleship(_GameTask):
@@ -281,11 +287,18 @@ class Battleship(_GameTask):
         return self.needed_hits * (self.max_episode_length - self.needed_hits)
 
     def start(self, board: jax.Array) -> BattleshipState:
-        """A new episode's state on ``board`` (the ship cells, bool)."""
+        """A new episode's state on ``board`` (the ship cells, bool), the next episode's board empty."""
         n = self.board_size
         zero = jnp.zeros((), jnp.int32)
         return BattleshipState(board=jnp.asarray(board, bool), guesses=jnp.zeros((n, n), bool), hits=zero,
-                               shown=zero, score=zero)
+                               shown=zero, score=zero, next_board=jnp.zeros((n, n), bool), next_ships=zero)
+
+    def place_next(self, key: jax.Array, task: BattleshipState) -> BattleshipState:
+        """``task`` with the next episode's next ship placed (nothing once every ship is)."""
+        index = jnp.minimum(task.next_ships, len(self.ship_sizes) - 1)
+        size = jnp.where(task.next_ships < len(self.ship_sizes), jnp.asarray(self.ship_sizes)[index], 0)
+        return task.replace(next_board=place_ship(key, task.next_board, size, max(self.ship_sizes)),
+                            next_ships=task.next_ships + 1)
 
     def init_task(self, key, params) -> BattleshipState:
         board = jnp.zeros((self.board_size, self.board_size), bool)
@@ -293,8 +306,12 @@ class Battleship(_GameTask):
             board = place_ship(ship_key, board, size)
         return self.start(board)
 
+    def next_task(self, key, state: PopGymState, params) -> BattleshipState:
+        """The next episode on the board placed during this one."""
+        return self.start(state.task.next_board)
+
     def play(self, key, state: PopGymState, action, params):
-        task: BattleshipState = state.task
+        task: BattleshipState = self.place_next(key, state.task)
         row, col = _cell(action, (self.board_size, self.board_size))
         hit = task.board[row, col] & ~task.guesses[row, col]
         hits = task.hits + hit.astype(jnp.int32)
