@@ -52,9 +52,11 @@ def test_unsupported_observation_spaces_are_named(space, match):
         ObservationLayout(space)
 
 
-def test_host_spaces_need_discrete_actions():
-    with pytest.raises(ValueError, match="Discrete"):
-        EnvSpec.from_spaces(PIXEL_SPACE, gym.spaces.Box(-1, 1, (2,), np.float32))
+def test_host_spaces_need_discrete_or_bounded_box_actions():
+    spec = EnvSpec.from_spaces(PIXEL_SPACE, gym.spaces.Box(-1, 1, (2,), np.float32))
+    assert spec.action_box == ((-1.0, -1.0), (1.0, 1.0)) and spec.image_shape is not None
+    with pytest.raises(ValueError, match="Discrete or MultiDiscrete action space"):
+        EnvSpec.from_spaces(PIXEL_SPACE, gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))
 
 
 @pytest.mark.slow(seconds=14)
