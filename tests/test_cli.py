@@ -64,6 +64,10 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
     assert "a2c-tiny-gru" in out and "track tmaze (T-Maze; jax and any tier" in out
     assert "track popgym-repeat-previous (POPGym RepeatPrevious; jax and any tier" in out
     assert "track popgym (POPGym (the monoid paper's four tasks); jax and any tier" in out
+    for name in ("popgym-suite", "popgym-diagnostic", "popgym-control", "popgym-noisy", "popgym-game",
+                 "popgym-navigation"):  # the whole POPGym suite and its groups
+        assert f"track {name} (POPGym (" in out
+    assert "LabyrinthExploreEasy" in out and "PositionOnlyPendulumEasy" in out
     assert "thesis           corridor lengths [120, 140, 160, 180, 200], 50 seeds, 10,000,000 steps" in out
     assert "tune             corridor lengths [120, 140, 160, 180, 200], 5 seeds, 5,000,000 steps" in out
     bad = run_cli("leaderboard", "run", "--agent", "a2c-tiny-gru", "--seeds", "0")

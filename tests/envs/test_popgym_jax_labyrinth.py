@@ -268,6 +268,7 @@ def test_a_maze_built_in_pieces_is_finished_and_the_loop_bound_suffices():
         assert maze_statistics(unfinished)[0] < rows * cols and (unfinished >= walls).all()
 
 
+@pytest.mark.slow(seconds=13)
 def test_a_new_maze_every_episode_through_gymnax_auto_reset():
     """Episodes ended by the step limit (1 023 steps) and by the exit: every new episode gets a new maze, a tree
     spanning the lattice, the agent on its start cell."""

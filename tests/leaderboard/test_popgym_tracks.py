@@ -193,19 +193,12 @@ def test_the_suite_holds_every_family_in_jax_and_the_groups_are_popgyms_own_tags
         assert len(track.presets["standard"].values) == 3 * len(tracks.POPGYM_GROUPS[group])
 
 
-def test_leaderboard_list_shows_the_suite_and_group_tracks():
-    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "list"], capture_output=True, text=True,
-                         check=True).stdout
-    for name in ("popgym-suite", "popgym-diagnostic", "popgym-control", "popgym-noisy", "popgym-game",
-                 "popgym-navigation"):
-        assert f"track {name} (" in out
-    assert "LabyrinthExploreEasy" in out and "PositionOnlyPendulumEasy" in out
-
-
 @pytest.mark.parametrize("task, good, bad", [
-    ("BattleshipEasy", jnp.array([7, 0]), jnp.array([8, 0])),  # a cell of the 8 x 8 board; one row past it
+    pytest.param("BattleshipEasy", jnp.array([7, 0]), jnp.array([8, 0]),  # a cell of the 8 x 8 board; past it
+                 marks=pytest.mark.slow(seconds=16)),
     ("PositionOnlyPendulumEasy", jnp.array([2.0]), jnp.array([jnp.nan])),  # the largest torque; NaN
-    ("LabyrinthEscapeEasy", jnp.asarray(3), jnp.asarray(1.5)),  # down; a fractional move
+    pytest.param("LabyrinthEscapeEasy", jnp.asarray(3), jnp.asarray(1.5),  # down; a fractional move
+                 marks=pytest.mark.slow(seconds=16)),
 ])
 def test_the_jax_tier_counts_invalid_actions_of_every_kind_of_space(task, good, bad):
     """The harness's evaluation counts an action outside a MultiDiscrete, Box or Discrete space as invalid, and one
