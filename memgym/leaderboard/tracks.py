@@ -507,8 +507,6 @@ POPGYM_REPEAT_PREVIOUS = Track(
 )
 
 
-PAPER_EASY = tuple(task + "Easy" for task in PAPER_TASKS)
-
 #: the board legend and reading of a track whose columns are POPGym tasks
 POPGYM_TASKS_LEGEND = (
     "Score: mean evaluation normalized return over tasks [95% stratified bootstrap]. POPGym scales every task's "
