@@ -1,9 +1,11 @@
-"""The code identity of a submission: which code an agent is (:func:`describe_code`), with its config
-(:func:`describe_agent`).
+"""Which agent a record is of: the code an agent is (:func:`describe_code`), with its config
+(:func:`describe_agent`), and, in the JAX tier, what it computes (:func:`computation_sha256`).
 
-The hash covers the factory's module and every module of its own package that it imports, read
-from the source files (:func:`code_modules`); a run compares it with the stored records' to tell
-versions of an agent apart (:mod:`~memgym.leaderboard.planning`).
+The code hash covers the factory's module and every module of its own package that it imports, read
+from the source files (:func:`code_modules`). The computation hash covers the jaxprs the harness runs
+(``train`` and the evaluation, on the track's environment), canonicalised so that moving, renaming,
+re-commenting or re-formatting code leaves it as it is. A run treats an agent as the same version as
+stored records when either hash matches and the config is the same (:mod:`~memgym.leaderboard.planning`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ from typing import Any
 from memgym.leaderboard.protocol import entry_points, parse_spec
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
+#: The record field (in ``agent_info``) of a JAX-tier agent's :func:`computation_sha256`.
+COMPUTATION = "computation_sha256"
+# What a jaxpr's text names that is not computation: the names of jitted, custom-derivative and callback
+# functions (``name=_helper``, ``jvp=…``, ``callback=<function f at 0x…>``) and object addresses.
+_NAMED = re.compile(r"\b(name|jvp|bwd|fwd_jaxpr_thunk|callback)=(<[^>]*>|[^\s\]]+)")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
@@ -159,3 +167,46 @@ def _read_module(path: str, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.match(node.value):
             imports.append((0, node.value.partition(":")[0], ()))  # "pkg.module:attr" of a registry
     return hashlib.sha256(source).hexdigest(), tuple(imports), Path(path).name == "__init__.py"
+
+
+def computation_sha256(*jaxprs: Any) -> str:
+    """One SHA-256 (hex) of what ``jaxprs`` (``jax.make_jaxpr``'s closed jaxprs) compute, and nothing else.
+
+    The hash reads each jaxpr's text, with the names of the functions it calls removed (jitted helpers,
+    custom-derivative rules, host callbacks) and so are object addresses. Variables are named by their order
+    of appearance and source locations are not printed. It also reads the value (dtype, shape and bytes) of
+    every constant the jaxpr closes over, nested ones included. So it changes when an equation, a shape,
+    a dtype, a literal (a default, an initializer's gain, a reward) or a closed-over array changes. It does
+    not change when code is moved, renamed, re-commented or re-formatted. Tracing is JAX's, so another JAX
+    version may trace the same code to another jaxpr: records keep their JAX version in their provenance.
+    """
+    digest = hashlib.sha256()
+    for closed in jaxprs:
+        text = _NAMED.sub(r"\1=_", _ADDRESS.sub("", str(closed.jaxpr)))
+        digest.update(len(text).to_bytes(8, "little") + text.encode())
+        for value in _constants(closed):
+            array = _array(value)
+            header = f"{array.dtype.str}{array.shape}".encode()
+            digest.update(len(header).to_bytes(8, "little") + header + array.tobytes())
+    return digest.hexdigest()
+
+
+def _constants(closed: Any) -> list[Any]:
+    """The constants ``closed`` (a closed jaxpr) and the jaxprs nested in its equations close over, in order."""
+    found = list(getattr(closed, "consts", ()))
+    for equation in getattr(closed, "jaxpr", closed).eqns:
+        for parameter in equation.params.values():
+            for item in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
+                if hasattr(item, "eqns") or hasattr(getattr(item, "jaxpr", None), "eqns"):
+                    found += _constants(item)
+    return found
+
+
+def _array(value: Any) -> Any:
+    """A constant as a NumPy array (a typed PRNG key as its key data)."""
+    import jax
+    import numpy as np
+
+    if hasattr(value, "dtype") and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+        value = jax.random.key_data(value)
+    return np.asarray(value)

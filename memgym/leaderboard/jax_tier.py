@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.code_identity import describe_agent, describe_code
+from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.planning import NUM_ENVS, Task
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.store import cell_record, failure_reason
@@ -69,6 +69,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             cells = JaxCells(agent, task.track, budget, value)
             if compiled is not None:
                 compiled[task.spec, value] = cells
+        agent_info[COMPUTATION] = cells.computation()
         checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info)
         outcomes = cells.run(task.cells, checkpoint)
         seconds = (time.perf_counter() - started) / len(task.cells)
@@ -78,6 +79,14 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
         return records(outcomes)
     except Exception as error:  # noqa: BLE001 - the agent's fault is its cells' result
         return records([failure_reason(error)] * len(task.cells))
+
+
+def computation(spec: str, track: Track, budget: Preset, value: Any = None) -> str:
+    """What agent ``spec``'s cells of ``value``'s env (``Track.env_key``) compute on ``budget``
+    (:meth:`JaxCells.computation`), traced without training."""
+    factory = load_factory(spec)
+    agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
+    return JaxCells(agent, track, budget, value).computation()
 
 
 #: Cells of at least this many training steps report their progress from inside the compiled training call
@@ -109,6 +118,7 @@ class JaxCells:
         if track.jax_env is None:
             raise ValueError(f"track {track.name!r} has no functional JAX environment")
         self.agent, self.track, self.budget, self.value = agent, track, budget, value
+        self._computation: str | None = None
         key, counted, steps = track.score.key, track.score.counted, track.evaluation_steps(budget, value)
         env = ScoredEnv(track.jax_env(value), score_key=key, units=track.score_units)
         self.train = jax.jit(jax.vmap(lambda k, params: agent.train(k, env, params, budget.total_steps)))
@@ -127,9 +137,9 @@ class JaxCells:
             )
         )
 
-    def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
+    def inputs(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
         """Keys, scored params (sealed with ``seal``), evaluation params, episode keys and policy keys of
-        ``cells``, padded and sharded over local devices."""
+        ``cells``, batched over them in their order."""
         import jax
         import jax.numpy as jnp
 
@@ -138,23 +148,47 @@ class JaxCells:
         budget, index = self.budget, self.track.sweep.index
         if any(self.track.env_key(value) != self.value for value, _ in cells):
             raise ValueError(f"cells {list(cells)} are not all cells of the env of {self.value!r}")
-        devices = jax.local_devices()
-        padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
-        inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
+        inner = self.track.jax_params([value for value, _ in cells], budget.max_episode_steps)
         one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs),
                             progress=budget.total_steps >= IN_FLIGHT_PROGRESS_STEPS, seal=seal)
-        stacked = {name: jnp.broadcast_to(getattr(one, name), (len(padded), *jnp.shape(getattr(one, name))))
+        stacked = {name: jnp.broadcast_to(getattr(one, name), (len(cells), *jnp.shape(getattr(one, name))))
                    for name in ("window_start", "curve_step", "progress_step", "seal") if getattr(one, name) is not None}
         params = dataclasses.replace(one, **stacked)
-        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in padded])
-        eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in padded])
+        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in cells])
+        eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in cells])
         policy_keys = jnp.stack([evaluation_policy_keys(index(value), seed, budget.eval_episodes)
-                                 for value, seed in padded])
-        batch = (keys, params, inner, eval_keys, policy_keys)
+                                 for value, seed in cells])
+        return keys, params, inner, eval_keys, policy_keys
+
+    def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
+        """:meth:`inputs` of ``cells``, padded and sharded over local devices."""
+        import jax
+
+        devices = jax.local_devices()
+        batch = self.inputs(list(cells) + [cells[-1]] * (-len(cells) % len(devices)), seal)
         if len(devices) > 1:
             mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
             batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
         return batch
+
+    def computation(self) -> str:
+        """What these cells compute (:func:`~memgym.leaderboard.code_identity.computation_sha256`): the jaxprs
+        of training and of the evaluation, traced for one cell (whatever the devices), without running them.
+        It is the same for every value of the env and every seed (they are traced inputs), and depends on the
+        agent, the track's environment and scoring, and the budget. Traced once per instance."""
+        if self._computation is None:
+            import jax
+
+            from memgym.leaderboard.code_identity import computation_sha256
+            from memgym.leaderboard.scoring import seal_weights
+
+            value = self.value if self.track.per_value_env else self.budget.values[0]
+            keys, params, inner, eval_keys, policy_keys = self.inputs([(value, 0)], seal_weights())
+            train = jax.make_jaxpr(self.train)(keys, params)
+            policy, _ = jax.eval_shape(self.train, keys, params)
+            self._computation = computation_sha256(train, jax.make_jaxpr(self.evaluate)(
+                policy, inner, eval_keys, policy_keys))
+        return self._computation
 
     def train_cells(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray, checkpoint: Path | None = None):
         """Train ``cells`` in one call (in resumable pieces where ``checkpoint`` is given and the agent has
@@ -219,10 +253,11 @@ class JaxCells:
 
 def checkpoint_path(folder: str | Path, task: Task, budget: Preset, agent_info: dict[str, Any]) -> Path:
     """The checkpoint file of ``task``'s batch in ``folder``, named by what the batch is (agent spec, version,
-    cells, track, budget, code and config): another batch, or this one after a change, never resumes it."""
+    cells, track, budget, what it computes and config): another batch, or this one after a change of what it
+    computes, never resumes it; a change of code alone (moved, renamed) does not orphan it."""
     what = {"spec": task.spec, "version": task.version, "cells": [list(cell) for cell in task.cells],
             "track": task.track.name, "budget": task.track.budget_record(budget),
-            "code": agent_info.get("code_sha256"), "config": agent_info.get("config")}
+            "computation": agent_info.get(COMPUTATION), "config": agent_info.get("config")}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

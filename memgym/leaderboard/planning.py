@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memgym.extras import MissingExtra
-from memgym.leaderboard.code_identity import describe_agent, describe_code
+from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore, failure_reason
 from memgym.leaderboard.tracks import Preset, Track
@@ -53,7 +53,8 @@ def version_label(spec: str, version: int) -> str:
 
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,
-         whole_grid: bool = False, new_version: bool = False, log=lambda line: None) -> list[Task]:
+         whole_grid: bool = False, new_version: bool = False, log=lambda line: None,
+         computation: Callable[[str, Any], str] | None = None) -> list[Task]:
     """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result of the agent's version.
 
     ``repeat`` plans finished cells again (their new results are stored as
@@ -63,6 +64,10 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     swept parameter, or one for its whole grid with ``whole_grid`` (fewer, larger
     batches: what several devices want; not on a track whose values have their own env); an any-framework agent one task per
     cell; an agent whose factory raised one task whose cells all fail with the reason.
+
+    ``computation(spec, env_key)``: what a JAX-tier agent's cells of that env compute on ``budget``
+    (:func:`memgym.leaderboard.jax_tier.computation`); with it, a JAX-tier agent whose code changed since its
+    cells were stored is still the same version if what it computes did not change (:func:`_differences`).
     """
     if not agents:
         raise ValueError("name at least one agent (--agent)")
@@ -73,7 +78,9 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     for spec in agents:  # before versions: a record's config holds its budget's total_steps
         for record in stored[spec]:
             _check_budget(record, track, budget)
-    versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log, track.sweep.name)
+    budget_record = json.loads(json.dumps(track.budget_record(budget)))  # as records hold it
+    versions = {spec: _version(spec, *inspected[spec][1:], stored[spec], new_version, store, log, track.sweep.name,
+                               _computed(spec, computation, track, budget_record))
                 for spec in agents}
     tasks = []
     for spec in agents:
@@ -127,16 +134,39 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
     return kind, identity, configs, None
 
 
+def _computed(spec: str, computation: Callable[[str, Any], str] | None, track: Track,
+              budget_record: dict[str, Any]) -> Callable[[dict[str, Any]], str | None]:
+    """What agent ``spec`` computes now for the cells of a stored record, or None where that cannot be told: no
+    ``computation``, a record of another tier or budget, or an agent that cannot be traced now. Traced once per
+    env."""
+    traced: dict[Any, str | None] = {}
+
+    def of(record: dict[str, Any]) -> str | None:
+        if computation is None or record.get("tier") != "jax" or record.get("preset") != budget_record:
+            return None
+        key = track.env_key(record.get(track.sweep.name))
+        if key not in traced:
+            try:
+                traced[key] = computation(spec, key)
+            except Exception:  # noqa: BLE001 - an agent that cannot be traced now is compared by its code
+                traced[key] = None
+        return traced[key]
+
+    return of
+
+
 def _version(spec: str, identity: dict[str, Any], configs: dict[Any, Any] | None, reason: str | None,
-             records: list[dict[str, Any]], new_version: bool, store: ResultsStore, log, value_key: str) -> int:
+             records: list[dict[str, Any]], new_version: bool, store: ResultsStore, log, value_key: str,
+             computed: Callable[[dict[str, Any]], str | None] = lambda record: None) -> int:
     """The version of ``spec`` this run's cells count for; ``ValueError`` when the agent changed (``configs``:
-    :func:`_inspect`'s; ``value_key``: the records' key of the swept value)."""
+    :func:`_inspect`'s; ``value_key``: the records' key of the swept value; ``computed``: :func:`_computed`'s)."""
     by_version: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_version[int(record.get("version", 1))].append(record)
     if not by_version:
         return 1
-    differences = {v: _differences(identity, configs, kept, value_key, config_known=reason is None)
+    differences = {v: _differences(identity, configs, kept, value_key, config_known=reason is None,
+                                   computed=computed)
                    for v, kept in by_version.items()}
     same = [v for v, why in differences.items() if not why]
     if same:
@@ -155,24 +185,31 @@ def _version(spec: str, identity: dict[str, Any], configs: dict[Any, Any] | None
 
 
 def _differences(identity: dict[str, Any], configs: dict[Any, Any] | None, records: list[dict[str, Any]],
-                 value_key: str, config_known: bool) -> str:
+                 value_key: str, config_known: bool,
+                 computed: Callable[[dict[str, Any]], str | None] = lambda record: None) -> str:
     """What differs between the agent now and the stored records of one version ("" when nothing).
 
-    The code hash is compared with every record that has one; the config with the ``ok`` records
-    (a failed record may come from a factory that raised) unless the factory raised now: a record's
-    with its value's config where ``configs`` has one, else with the config of the agent built for every value.
+    A record is of the same code when its code hash is the agent's now, or, in the JAX tier, when its
+    computation hash (:data:`~memgym.leaderboard.code_identity.COMPUTATION`) is what the agent computes now
+    (``computed``): code that was moved, renamed or re-commented is the same agent. A record without either
+    hash is not compared. The config is compared with the ``ok`` records (a failed record may come from a
+    factory that raised) unless the factory raised now: a record's with its value's config where ``configs``
+    has one, else with the config of the agent built for every value.
     """
     now = identity.get("code_sha256")
     for record in records:
         info = record.get("agent_info") or {}
         kept = info.get("code_sha256")
-        if kept is None or now is None:
+        if kept is None or now is None or kept == now:
             continue
-        if kept != now:
-            changed = sorted(name for name in {*info.get("code_modules", {}), *identity.get("code_modules", {})}
-                             if info.get("code_modules", {}).get(name) != identity.get("code_modules", {}).get(name))
-            return (f"its code changed (code sha256 {kept[:16]}… -> {now[:16]}…; modules changed: "
-                    f"{', '.join(changed) or '?'})")
+        changed = sorted(name for name in {*info.get("code_modules", {}), *identity.get("code_modules", {})}
+                         if info.get("code_modules", {}).get(name) != identity.get("code_modules", {}).get(name))
+        code = f"code sha256 {kept[:16]}… -> {now[:16]}…; modules changed: {', '.join(changed) or '?'}"
+        stored, current = info.get(COMPUTATION), computed(record)
+        if stored is None or current is None:
+            return f"its code changed ({code})"
+        if stored != current:
+            return f"what it computes changed (computation sha256 {stored[:16]}… -> {current[:16]}…; {code})"
     if config_known:
         for record in records:
             expected = configs.get(record.get(value_key), configs[None])

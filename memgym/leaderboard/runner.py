@@ -45,7 +45,7 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
         pass
     whole_grid = "jax" in track.tiers and _several_devices()
     tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
-                 log=log)
+                 log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key))
     for spec in agents:
         for value in budget.values:
             if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):
