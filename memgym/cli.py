@@ -420,6 +420,16 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_leaderboard_stamp(args: argparse.Namespace) -> int:
+    from memgym.leaderboard import tracks
+    from memgym.leaderboard.migration import stamp
+
+    if not Path(args.results).is_dir():
+        raise ValueError(f"--results {args.results!r} is not a directory")
+    stamp(args.results, tracks.get(args.track))
+    return 0
+
+
 def cmd_leaderboard_list(args: argparse.Namespace) -> int:
     from memgym.extras import MissingExtra
     from memgym.leaderboard.protocol import entry_points, unavailable
@@ -778,6 +788,12 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
                                              f"initialize_carry, act, observe; a JAX call's time includes its compilation); "
                                              f"default {DEFAULT_STEP_TIMEOUT:g}")
     chk.set_defaults(func=cmd_leaderboard_check)
+    stm = board_sub.add_parser("stamp", help="add what each JAX-tier agent computes to records made before memgym "
+                                             "0.2 (which name their agent by code hash alone), where the installed "
+                                             "code is the code that made them")
+    stm.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    stm.add_argument("--results", required=True, help="the results directory (or a submission's results/)")
+    stm.set_defaults(func=cmd_leaderboard_stamp)
     lst = board_sub.add_parser("list", help="registered agents, tracks and presets")
     lst.set_defaults(func=cmd_leaderboard_list)
 

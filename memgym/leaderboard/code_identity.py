@@ -28,11 +28,10 @@ from memgym.leaderboard.protocol import entry_points, parse_spec
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
 #: The record field (in ``agent_info``) of a JAX-tier agent's :func:`computation_sha256`.
 COMPUTATION = "computation_sha256"
-# What a jaxpr's text names that is not computation: the names of jitted, custom-derivative and callback
-# functions (``name=_helper``, ``jvp=…``, ``callback=<function f at 0x…>``) and object addresses.
-_NAMED = re.compile(r"\b(name|jvp|bwd|fwd_jaxpr_thunk|callback)=(<[^>]*>|[^\s\]]+)")
+# Equation parameters that name Python functions rather than say what is computed (a jitted function's name,
+# custom-derivative rules and host callbacks, whose computation is traced into the jaxpr where it is used).
+_NAMES = frozenset({"name", "jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "bwd", "fwd_jaxpr_thunk", "callback"})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
 
 def describe_code(spec: str, factory: Callable) -> dict[str, Any]:
     """Which code an agent is: its spec, factory, installed package and the hash of its code (:func:`code_hash`)."""
@@ -172,34 +171,96 @@ def _read_module(path: str, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[
 def computation_sha256(*jaxprs: Any) -> str:
     """One SHA-256 (hex) of what ``jaxprs`` (``jax.make_jaxpr``'s closed jaxprs) compute, and nothing else.
 
-    The hash reads each jaxpr's text, with the names of the functions it calls removed (jitted helpers,
-    custom-derivative rules, host callbacks) and so are object addresses. Variables are named by their order
-    of appearance and source locations are not printed. It also reads the value (dtype, shape and bytes) of
-    every constant the jaxpr closes over, nested ones included. So it changes when an equation, a shape,
-    a dtype, a literal (a default, an initializer's gain, a reward) or a closed-over array changes. It does
-    not change when code is moved, renamed, re-commented or re-formatted. Tracing is JAX's, so another JAX
-    version may trace the same code to another jaxpr: records keep their JAX version in their provenance.
+    The hash reads a canonical text of each jaxpr (:func:`_canonical`): every equation's primitive, parameters,
+    inputs and outputs with their shapes and dtypes, nested jaxprs written out in full, variables named by their
+    order of appearance, and no function names (jitted helpers, custom-derivative rules, host callbacks) or
+    object addresses. It also reads the value (dtype, shape and bytes) of every constant a jaxpr closes over,
+    nested ones included. So it changes when an equation, a shape, a dtype, a literal (a default, an
+    initializer's gain, a reward) or a closed-over array changes, and not when code is moved, renamed,
+    re-commented or re-formatted. (JAX's own printing is not canonical: it prints a sub-jaxpr that tracing
+    reused from its caches once, by reference.) Tracing is JAX's, so another JAX version may trace the same code
+    to another jaxpr: records keep their JAX version in their provenance.
     """
     digest = hashlib.sha256()
     for closed in jaxprs:
-        text = _NAMED.sub(r"\1=_", _ADDRESS.sub("", str(closed.jaxpr)))
+        constants: list[Any] = []
+        text = _canonical(closed, constants)
         digest.update(len(text).to_bytes(8, "little") + text.encode())
-        for value in _constants(closed):
+        for value in constants:
             array = _array(value)
             header = f"{array.dtype.str}{array.shape}".encode()
             digest.update(len(header).to_bytes(8, "little") + header + array.tobytes())
     return digest.hexdigest()
 
 
-def _constants(closed: Any) -> list[Any]:
-    """The constants ``closed`` (a closed jaxpr) and the jaxprs nested in its equations close over, in order."""
-    found = list(getattr(closed, "consts", ()))
-    for equation in getattr(closed, "jaxpr", closed).eqns:
-        for parameter in equation.params.values():
-            for item in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
-                if hasattr(item, "eqns") or hasattr(getattr(item, "jaxpr", None), "eqns"):
-                    found += _constants(item)
-    return found
+def _canonical(jaxpr: Any, constants: list[Any]) -> str:
+    """A jaxpr (closed or open) as text that depends on what it computes only; its constants (a closed jaxpr's,
+    and its nested jaxprs' in order) are appended to ``constants``."""
+    constants += list(getattr(jaxpr, "consts", ()))
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    names: dict[Any, str] = {}
+
+    def atom(variable: Any) -> str:
+        aval = variable.aval.str_short()
+        if hasattr(variable, "val"):  # a literal
+            return f"{_ADDRESS.sub('', repr(variable.val))}:{aval}"
+        if type(variable).__name__ == "DropVar":
+            return f"_:{aval}"
+        return names.setdefault(variable, f"v{len(names)}:{aval}")
+
+    def parameter(value: Any) -> str:
+        if hasattr(value, "eqns") or hasattr(getattr(value, "jaxpr", None), "eqns"):
+            return "{" + _canonical(value, constants) + "}"
+        if isinstance(value, (tuple, list)):
+            return "(" + ",".join(parameter(item) for item in value) + ")"
+        if callable(value) and not isinstance(value, type):
+            return "<function>"
+        if hasattr(value, "item") and getattr(value, "shape", None) == ():  # np.int64(1) is 1
+            value = value.item()
+        return _ADDRESS.sub("", repr(value))
+
+    lines = [" ".join(map(atom, jaxpr.constvars)) + " ; " + " ".join(map(atom, jaxpr.invars))]
+    for equation in _dataflow_order(jaxpr):
+        params = " ".join(f"{key}={parameter(value)}" for key, value in sorted(equation.params.items())
+                          if key not in _NAMES)
+        lines.append(f"{' '.join(map(atom, equation.outvars))} = {equation.primitive.name}[{params}] "
+                     f"{' '.join(map(atom, equation.invars))}")
+    lines.append("return " + " ".join(map(atom, jaxpr.outvars)))
+    return "\n".join(lines)
+
+
+def _dataflow_order(jaxpr: Any) -> list[Any]:
+    """The equations that the outputs depend on, each after its inputs' equations, in the order a depth-first
+    walk from the outputs meets them (then the equations with side effects, in their order, with what they
+    need): an order that independent equations' order in the source does not change. Equations whose results
+    nothing uses compute nothing and are left out."""
+    producer = {id(variable): equation for equation in jaxpr.eqns for variable in equation.outvars}
+    done: set[int] = set()
+    order: list[Any] = []
+
+    def visit(equation: Any) -> None:
+        stack = [(equation, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if id(current) in done:
+                continue
+            if expanded:
+                done.add(id(current))
+                order.append(current)
+                continue
+            stack.append((current, True))
+            for variable in reversed(current.invars):
+                before = producer.get(id(variable))
+                if before is not None and id(before) not in done:
+                    stack.append((before, False))
+
+    for variable in jaxpr.outvars:
+        if id(variable) in producer:
+            visit(producer[id(variable)])
+    for equation in jaxpr.eqns:
+        if equation.effects:
+            visit(equation)
+    return order
 
 
 def _array(value: Any) -> Any:

@@ -82,11 +82,43 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
 
 
 def computation(spec: str, track: Track, budget: Preset, value: Any = None) -> str:
-    """What agent ``spec``'s cells of ``value``'s env (``Track.env_key``) compute on ``budget``
-    (:meth:`JaxCells.computation`), traced without training."""
+    """What agent ``spec`` computes in its cells of ``value``'s env (``Track.env_key``) on ``budget``
+    (:func:`agent_computation`)."""
     factory = load_factory(spec)
     agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
-    return JaxCells(agent, track, budget, value).computation()
+    return agent_computation(agent, track, budget, value)
+
+
+def agent_computation(agent: Any, track: Track, budget: Preset, value: Any = None) -> str:
+    """The computation hash (:func:`~memgym.leaderboard.code_identity.computation_sha256`) of a JAX-tier agent:
+    the jaxprs of its ``train`` on the track's environment for ``budget``'s steps, and of its ``act`` on the
+    parameters ``train`` returns, traced for one cell and never run.
+
+    It covers everything the agent computes: its algorithm, network, initializers and defaults, and the
+    environment's dynamics and rewards (``train`` steps the environment). It leaves out the harness's own
+    counting and evaluation loop (:class:`~memgym.leaderboard.scoring.ScoredEnv`,
+    :func:`~memgym.leaderboard.scoring.evaluate_jax`), which are memgym's, not the agent's, and the budget's
+    other figures (seeds, evaluation episodes), which the records hold. The value and the seed are traced
+    inputs, so one hash serves every value of an env and every seed. ``value``: the env's (``Track.env_key``).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from memgym.leaderboard.code_identity import computation_sha256
+    from memgym.leaderboard.protocol import initialize_carry
+
+    env = track.jax_env(value)
+    params = jax.tree.map(lambda leaf: leaf[0], track.jax_params(
+        [value if track.per_value_env else budget.values[0]], budget.max_episode_steps))
+    key = jax.random.key(0)
+
+    def train(key, params):
+        return agent.train(key, env, params, budget.total_steps)
+
+    policy, _ = jax.eval_shape(train, key, params)
+    obs = jax.eval_shape(env.reset, key, params)[0]
+    act = jax.make_jaxpr(agent.act)(policy, initialize_carry(agent), obs, jnp.bool_(True), key)
+    return computation_sha256(jax.make_jaxpr(train)(key, params), act)
 
 
 #: Cells of at least this many training steps report their progress from inside the compiled training call
@@ -137,9 +169,9 @@ class JaxCells:
             )
         )
 
-    def inputs(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
+    def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
         """Keys, scored params (sealed with ``seal``), evaluation params, episode keys and policy keys of
-        ``cells``, batched over them in their order."""
+        ``cells``, padded and sharded over local devices."""
         import jax
         import jax.numpy as jnp
 
@@ -148,46 +180,28 @@ class JaxCells:
         budget, index = self.budget, self.track.sweep.index
         if any(self.track.env_key(value) != self.value for value, _ in cells):
             raise ValueError(f"cells {list(cells)} are not all cells of the env of {self.value!r}")
-        inner = self.track.jax_params([value for value, _ in cells], budget.max_episode_steps)
+        devices = jax.local_devices()
+        padded = list(cells) + [cells[-1]] * (-len(cells) % len(devices))
+        inner = self.track.jax_params([value for value, _ in padded], budget.max_episode_steps)
         one = scored_params(inner, budget.total_steps, budget.train_window, int(self.agent.num_envs),
                             progress=budget.total_steps >= IN_FLIGHT_PROGRESS_STEPS, seal=seal)
-        stacked = {name: jnp.broadcast_to(getattr(one, name), (len(cells), *jnp.shape(getattr(one, name))))
+        stacked = {name: jnp.broadcast_to(getattr(one, name), (len(padded), *jnp.shape(getattr(one, name))))
                    for name in ("window_start", "curve_step", "progress_step", "seal") if getattr(one, name) is not None}
         params = dataclasses.replace(one, **stacked)
-        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in cells])
-        eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in cells])
+        keys = jnp.stack([jax.random.fold_in(jax.random.key(seed), index(value)) for value, seed in padded])
+        eval_keys = jnp.stack([evaluation_keys(index(value), budget.eval_episodes) for value, _ in padded])
         policy_keys = jnp.stack([evaluation_policy_keys(index(value), seed, budget.eval_episodes)
-                                 for value, seed in cells])
-        return keys, params, inner, eval_keys, policy_keys
-
-    def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
-        """:meth:`inputs` of ``cells``, padded and sharded over local devices."""
-        import jax
-
-        devices = jax.local_devices()
-        batch = self.inputs(list(cells) + [cells[-1]] * (-len(cells) % len(devices)), seal)
+                                 for value, seed in padded])
+        batch = (keys, params, inner, eval_keys, policy_keys)
         if len(devices) > 1:
             mesh = jax.sharding.Mesh(np.array(devices), ("cells",))
             batch = jax.device_put(batch, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("cells")))
         return batch
 
     def computation(self) -> str:
-        """What these cells compute (:func:`~memgym.leaderboard.code_identity.computation_sha256`): the jaxprs
-        of training and of the evaluation, traced for one cell (whatever the devices), without running them.
-        It is the same for every value of the env and every seed (they are traced inputs), and depends on the
-        agent, the track's environment and scoring, and the budget. Traced once per instance."""
+        """What the agent computes in these cells (:func:`agent_computation`), traced once per instance."""
         if self._computation is None:
-            import jax
-
-            from memgym.leaderboard.code_identity import computation_sha256
-            from memgym.leaderboard.scoring import seal_weights
-
-            value = self.value if self.track.per_value_env else self.budget.values[0]
-            keys, params, inner, eval_keys, policy_keys = self.inputs([(value, 0)], seal_weights())
-            train = jax.make_jaxpr(self.train)(keys, params)
-            policy, _ = jax.eval_shape(self.train, keys, params)
-            self._computation = computation_sha256(train, jax.make_jaxpr(self.evaluate)(
-                policy, inner, eval_keys, policy_keys))
+            self._computation = agent_computation(self.agent, self.track, self.budget, self.value)
         return self._computation
 
     def train_cells(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray, checkpoint: Path | None = None):

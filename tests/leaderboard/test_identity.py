@@ -186,3 +186,34 @@ def test_a_run_resumes_across_a_refactor_and_refuses_a_changed_computation(agent
     path.write_text(json.dumps(record))
     with pytest.raises(ValueError, match=re.escape("what it computes changed (computation sha256 1111111111111111…")):
         run([spec], budget, results, log=lambda line: None, policies=False)
+
+
+def test_stamp_adds_the_computation_to_records_made_before_it_and_leaves_other_code_alone(tmp_path, capsys):
+    """`memgym leaderboard stamp`, as a user with a store from memgym 0.1 runs it: records of the installed code
+    get its computation hash, nothing else in them changes; a record of other code is named and left as it is."""
+    import shutil
+
+    from memgym.cli import main
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "submissions" / "a2c-tiny-gru-smoke" / "results", results)
+    paths = sorted(results.glob("*/*/seed*.json"))
+    before = {}
+    for path in paths:
+        record = json.loads(path.read_text())
+        before[path] = dict(record, agent_info={k: v for k, v in record["agent_info"].items() if k != COMPUTATION})
+        path.write_text(json.dumps(before[path], indent=2, sort_keys=True))
+    other = json.loads(paths[0].read_text())
+    other["agent_info"]["code_sha256"] = "0" * 64  # made by other code
+    paths[0].write_text(json.dumps(other, indent=2, sort_keys=True))
+    assert main(["leaderboard", "stamp", "--results", str(results)]) == 0
+    printed = capsys.readouterr().out
+    assert "5 records stamped with what their agent computes, 0 already were, 1 of other code" in printed, printed
+    assert f"{paths[0]}: made by other code" in printed
+    assert COMPUTATION not in json.loads(paths[0].read_text())["agent_info"]
+    expected = computation("a2c-tiny-gru")
+    for path in paths[1:]:
+        record = json.loads(path.read_text())
+        assert record["agent_info"].pop(COMPUTATION) == expected and record == before[path]
+    assert main(["leaderboard", "stamp", "--results", str(results)]) == 0
+    assert "0 records stamped with what their agent computes, 5 already were" in capsys.readouterr().out
