@@ -285,17 +285,19 @@ def export_jax(process: AgentProcess, track: Track, budget: Preset, value: Any =
                timeout: float | None = None) -> dict[str, Any]:
     """A JAX-tier agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported in its
     process without training (to evaluate stored policies): ``act`` and ``carry`` as :func:`train_jax` returns
-    them, and ``leaves``, each parameter leaf's ``[dtype, shape]``. ``value``: the cells' value where each
-    value has its own env (``Track.env_key``), else None."""
+    them, ``leaves``, each parameter leaf's ``[dtype, shape]``, and ``computation``, what the agent computes
+    (:func:`~memgym.leaderboard.jax_tier.agent_computation`). ``value``: the cells' value where each value has
+    its own env (``Track.env_key``), else None."""
     meta, arrays = process.call({"op": "export_jax", "track": track.name, "budget": track.budget_record(budget),
                                  "value": value}, timeout=timeout)
     try:
         carry = [arrays[f"carry.{i}"] for i in range(int(meta["carry"]))]
         leaves = [[str(np.dtype(dtype).str), [int(n) for n in shape]] for dtype, shape in meta["leaves"]]
         blob = arrays["act"].tobytes()
+        computation = str(meta["computation"])
     except (KeyError, IndexError, TypeError, ValueError) as error:
         raise AgentProcessError(f"the agent's process sent an incomplete export ({error})") from None
-    return {"act": blob, "carry": carry, "leaves": leaves}
+    return {"act": blob, "carry": carry, "leaves": leaves, "computation": computation}
 
 
 def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> Any:
@@ -472,12 +474,13 @@ def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier:
     training: the parameters' structure comes from tracing ``train`` abstractly (``jax.eval_shape``)."""
     import jax
 
-    from memgym.leaderboard.jax_tier import JaxCells
+    from memgym.leaderboard.jax_tier import JaxCells, agent_computation
     from memgym.leaderboard.scoring import seal_weights
 
     agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps, value=value))
     if tier(agent) != "jax":
         raise TypeError("the agent is not a JAX-tier agent")
+    computation = agent_computation(agent, track, budget, value)
     cells = JaxCells(agent, track, budget, value)
     keys, params, *_ = cells.batch([(budget.values[0] if value is None else value, 0)], seal_weights())
     policy_params, _ = jax.eval_shape(cells.train, keys, params)
@@ -485,7 +488,7 @@ def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier:
     arrays: dict[str, np.ndarray] = {}
     carry = _exported_act(agent, track, structure, arrays, value)
     layout = [[np.dtype(leaf.dtype).str, list(leaf.shape)] for leaf in jax.tree.leaves(structure)]
-    return {"carry": carry, "leaves": layout}, arrays
+    return {"carry": carry, "leaves": layout, "computation": computation}, arrays
 
 
 def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.ndarray], value: Any = None) -> int:

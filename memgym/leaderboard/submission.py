@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.code_identity import code_hash, code_modules
+from memgym.leaderboard.code_identity import COMPUTATION, code_hash, code_modules
 from memgym.leaderboard.limits import LIMITS
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
 from memgym.leaderboard.sandbox import UNSANDBOXED
@@ -306,7 +306,7 @@ def offline_problems(submission: Submission) -> list[str]:
             problems.append(f"record {where} is version {record['version']} of the agent; a submission holds one")
             continue
         stored = record.get("agent_info", {}).get("code_sha256")
-        if stored != digest:
+        if stored != digest and not _computation_decides(record):
             changed = sorted(name for name in set(modules) | set(record.get("agent_info", {}).get("code_modules", {}))
                              if modules.get(name) != record.get("agent_info", {}).get("code_modules", {}).get(name))
             problems.append(f"record {where} was produced by other code than the submission holds (code_sha256 "
@@ -330,6 +330,29 @@ def offline_problems(submission: Submission) -> list[str]:
     if missing:
         problems.append("planned cells without a result: " + ", ".join(
             f"{track.sweep.column(v)} seed {s}" for v, s in missing))
+    return problems
+
+
+def _computation_decides(record: dict[str, Any]) -> bool:
+    """Whether a record of other code than the submission holds may still be of the same agent: a JAX-tier
+    record with a computation hash, which the verification compares with what the code computes (traced in
+    the agent's process, :func:`_computation_problems`), since code can move without computing otherwise."""
+    return record.get("tier") == "jax" and isinstance(record.get("agent_info", {}).get(COMPUTATION), str)
+
+
+def _computation_problems(submission: Submission, results: dict[tuple[Any, int], dict[str, Any]],
+                          computed: dict[Any, str]) -> list[str]:
+    """The records made by other code than the submission holds whose computation hash is not what the code
+    computes (``computed``: per env, ``Track.env_key``, from the agent's process)."""
+    digest, track, problems = code_hash(submission.code_modules()), submission.track, []
+    for cell, record in sorted(results.items(), key=lambda item: (track.sweep.index(item[0][0]), item[0][1])):
+        info = record.get("agent_info", {})
+        now = computed.get(track.env_key(cell[0]))
+        if info.get("code_sha256") != digest and now is not None and info.get(COMPUTATION) != now:
+            problems.append(f"record {_relative(Path(record['path']), submission)} was produced by other code than "
+                            f"the submission holds (code_sha256 {str(info.get('code_sha256'))[:12]}… recorded, "
+                            f"{digest[:12]}… now), which computes something else (computation_sha256 "
+                            f"{str(info.get(COMPUTATION))[:12]}… recorded, {now[:12]}… now)")
     return problems
 
 
@@ -666,8 +689,9 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
     else:
         log(f"[{submission.name}] evaluating the stored policy of every cell here, then re-training {len(sample)} "
             f"of {len(cells)} cells (sample seed {sample_seed}; the agent in a child process): {drawn}")
-        rows, training = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, limits,
-                                     unsandboxed, log)
+        rows, training, computed = _verify_jax(submission, results, sample, here, exact, z, cell_timeout, limits,
+                                               unsandboxed, log)
+        base["problems_of_code"] = _computation_problems(submission, results, computed)
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "stored policies evaluated here"}
         if not exact and not all(same_backend(results[cell], here) for cell in cells):
             made = next(iter(results.values())).get("provenance", {})
@@ -681,8 +705,8 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
         base["training"] = _training_summary(training, len(cells))
     base["isolation"] = protection
     agreeing = sum(r["agrees"] for r in rows)
-    problems = [] if digest(submission) == before else [
-        "the submission's files changed while it was being verified (by the agent's process?)"]
+    problems = base.pop("problems_of_code", []) + ([] if digest(submission) == before else [
+        "the submission's files changed while it was being verified (by the agent's process?)"])
     bias = pooled_bias(rows, z)
     if bias is not None:
         base["pooled"] = bias
@@ -748,7 +772,8 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                 sample: list[tuple[Any, int]], here: dict[str, Any], exact: bool, z: float,
                 cell_timeout: float | None, limits: Any, unsandboxed: bool, log: Callable[[str], None]):
     """A JAX-tier submission: every ``ok`` cell's stored policy evaluated here with the agent's exported ``act``
-    (the evaluation rows), then the ``sample`` re-trained in the agent's process (the training rows)."""
+    (the evaluation rows), then the ``sample`` re-trained in the agent's process (the training rows); and what
+    the agent computes, per env (``Track.env_key``), as its process traced it."""
     from memgym.leaderboard import isolation, policies
     from memgym.leaderboard.jax_tier import cell_outcome, evaluation_figures
     from memgym.leaderboard.planning import NUM_ENVS
@@ -829,7 +854,7 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                                  exact=exact or same_backend(results[cell], here, child_flags)))
             log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: re-trained in "
                 f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
-    return rows, training
+    return rows, training, {key: exported["computation"] for key, (exported, _) in exports.items()}
 
 
 def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,

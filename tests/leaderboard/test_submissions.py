@@ -321,6 +321,21 @@ def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
     assert [row["outcome"] for row in verdict["retrained"]] == ["reproduced exactly"] * 4
     assert "verdict: VERIFIED (evaluation 4/4 cells agree, training 4/4 reproduced)" in out
     assert submission.status(submission.load(folder)) == "eval 4/4, train 4/4"
+    # Its code re-commented and a method renamed after the run: other code, the same computation, verified.
+    source = (folder / "code" / "jax_random.py").read_text()
+    refactored = copy(folder, "jax-random-refactored")
+    (refactored / "code" / "jax_random.py").write_text(
+        "# Refactored after the run.\n" + source.replace("def initialize_carry(self):",
+                                                          "def initialize_carry(self):\n        \"\"\"No memory.\"\"\""))
+    code, out, verdict = verify(refactored, "--k", "1", "--sample-seed", "0", capsys=capsys)
+    assert code == 0 and verdict["verdict"] == "verified", out
+    # Its logits changed after the run: code that computes something else is refused, naming both hashes.
+    changed = copy(folder, "jax-random-changed")
+    (changed / "code" / "jax_random.py").write_text(source.replace('{"logits": jnp.zeros(4)}', '{"logits": jnp.ones(4)}'))
+    code, out, verdict = verify(changed, "--k", "1", "--sample-seed", "0", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "malformed", out
+    assert any("was produced by other code than the submission holds" in problem and "which computes something else "
+               "(computation_sha256" in problem for problem in verdict["problems"]), verdict["problems"]
 
 
 @pytest.mark.slow
