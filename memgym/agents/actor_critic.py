@@ -11,6 +11,7 @@ only their loss and learning step (:mod:`memgym.agents.a2c`, :mod:`memgym.agents
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any
 
 import distrax
@@ -211,13 +212,8 @@ def actor_critic_loss(dist: distrax.Distribution, policy_loss: jax.Array, value_
 
 
 
-def _actor_critic_config():
-    from memgym.agents.config import _actor_critic_config
-
-    return _actor_critic_config
-
-
 __getattr__ = forward(__name__, {
-    "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)", _actor_critic_config),
+    "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)",
+                          lambda: importlib.import_module("memgym.agents.registry").actor_critic_config),
     "make_train": "memgym.agents.make_train",
 })

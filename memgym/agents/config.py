@@ -17,6 +17,7 @@ thesis's gated 4-layer stack, Alg. 4).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import warnings
 from collections.abc import Mapping
@@ -210,23 +211,9 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _actor_critic_config(algorithm: str = "a2c", **fields: Any) -> Any:
-    """memgym 0.1's ``ActorCriticConfig(algorithm=..., ...)``: the :class:`A2CConfig` or :class:`PPOConfig`."""
-    from memgym.agents.a2c import A2CConfig
-    from memgym.agents.ppo import PPOConfig
-
-    configs = {"a2c": A2CConfig, "ppo": PPOConfig}
-    if algorithm not in configs:
-        raise ValueError(f"algorithm must be 'a2c' or 'ppo', got algorithm={algorithm!r}")
-    if algorithm == "a2c":  # 0.1 accepted PPO's fields for A2C and ignored them
-        a2c_fields = {field.name for field in dataclasses.fields(A2CConfig)}
-        fields = {name: value for name, value in fields.items() if name in a2c_fields}
-    return configs[algorithm](**fields)
-
-
 __getattr__ = forward(__name__, {
     "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)",
-                          lambda: _actor_critic_config),
+                          lambda: importlib.import_module("memgym.agents.registry").actor_critic_config),
     "DQNConfig": "memgym.agents.dqn.DQNConfig",
     "AGENTS": "memgym.agents.registry.ALGORITHMS",
 })

@@ -7,6 +7,7 @@ trainer (like :mod:`memgym.agents.a2c`) and one entry in :data:`ALGORITHMS`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from gymnax.environments.environment import Environment
@@ -60,3 +61,14 @@ def make_train(config: Any, env: Environment | None = None):
 
         env = TMazeJax()
     return make_trainer(config, env).train
+
+
+def actor_critic_config(algorithm: str = "a2c", **fields: Any) -> Any:
+    """memgym 0.1's ``ActorCriticConfig(algorithm=..., ...)``: the :class:`A2CConfig` or :class:`PPOConfig`."""
+    configs = {"a2c": A2CConfig, "ppo": PPOConfig}
+    if algorithm not in configs:
+        raise ValueError(f"algorithm must be 'a2c' or 'ppo', got algorithm={algorithm!r}")
+    if algorithm == "a2c":  # 0.1 accepted PPO's fields for A2C and ignored them
+        a2c_fields = {field.name for field in dataclasses.fields(A2CConfig)}
+        fields = {name: value for name, value in fields.items() if name in a2c_fields}
+    return configs[algorithm](**fields)

@@ -19,9 +19,9 @@ import numpy as np
 
 from memgym.leaderboard import progress
 from memgym.leaderboard.code_identity import describe_agent, describe_code
-from memgym.leaderboard.planning import NUM_ENVS, Task
+from memgym.leaderboard.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.store import CURVE_POINTS, cell_record, failure_reason
+from memgym.leaderboard.store import CURVE_POINTS, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 

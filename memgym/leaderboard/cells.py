@@ -1,11 +1,11 @@
-"""Deprecated: this module's names moved to the modules of their jobs — :mod:`.planning` (the unit of work),
-:mod:`.store` (the record of a cell), :mod:`.code_identity` (which code an agent is) and :mod:`.any_tier`."""
+"""Deprecated: this module's names moved to the modules of their jobs — :mod:`.planning` (the unit of work and
+the record of a cell), :mod:`.store` (the results store), :mod:`.code_identity` (which code an agent is) and :mod:`.any_tier`."""
 
 from memgym.deprecation import forward
 
 _NEW_HOMES = {
-    **dict.fromkeys(("NUM_ENVS", "Task", "version_label"), "memgym.leaderboard.planning"),
-    **dict.fromkeys(("CURVE_POINTS", "cell_record", "failure_reason"), "memgym.leaderboard.store"),
+    **dict.fromkeys(("NUM_ENVS", "Task", "cell_record", "version_label"), "memgym.leaderboard.planning"),
+    **dict.fromkeys(("CURVE_POINTS", "failure_reason"), "memgym.leaderboard.store"),
     **dict.fromkeys(("code_hash", "code_modules", "describe_agent", "describe_code"),
                     "memgym.leaderboard.code_identity"),
     "CellFailure": "memgym.leaderboard.any_tier",

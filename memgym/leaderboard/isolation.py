@@ -116,7 +116,7 @@ def protection(spec: str | None = None, code_dir: str | os.PathLike | None = Non
     :class:`~memgym.leaderboard.sandbox.SandboxUnavailable` where no sandbox works and ``unsandboxed`` is False."""
     from memgym.leaderboard import sandbox
 
-    return sandbox.plan(spec, code_dir, protect, dict(os.environ), limits, unsandboxed).protection
+    return sandbox.plan(spec, code_dir, protect, dict(os.environ), limits, unsandboxed, entry=__name__).protection
 
 
 class AgentProcess:
@@ -142,7 +142,7 @@ class AgentProcess:
 
         # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
         wanted = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
-        plan = sandbox.plan(spec, code_dir, protect, wanted, limits, unsandboxed)
+        plan = sandbox.plan(spec, code_dir, protect, wanted, limits, unsandboxed, entry=__name__)
         self.protection, self.mode = plan.protection, plan.mode
         # the separate user's strays are this process's to kill (it is their subreaper); a container's die with it
         self.user = plan.user if plan.mode == sandbox.SEPARATE_USER else None

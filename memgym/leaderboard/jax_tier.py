@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
-from memgym.leaderboard.planning import NUM_ENVS, Task
+from memgym.leaderboard.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.store import cell_record, failure_reason
+from memgym.leaderboard.store import failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from memgym.extras import MissingExtra
 from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
-from memgym.leaderboard.store import ResultsStore, failure_reason
+from memgym.leaderboard.store import ResultsStore, failure_reason, provenance
 from memgym.leaderboard.tracks import Preset, Track
 
 NUM_ENVS = 8  # what a factory is told in a run; the any-framework tier's vector env has as many envs
@@ -45,6 +45,39 @@ class Task:
         values = sorted({value for value, _ in self.cells}, key=self.track.sweep.index)
         seeds = sorted({seed for _, seed in self.cells})
         return f"[{self.label}] {self.track.sweep.columns(values)} seeds {seeds}"
+
+
+def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
+                train: dict | None = None, evaluation: dict | None = None, reason: str | None = None,
+                policy: list | None = None) -> dict[str, Any]:
+    """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed.
+
+    ``policy``: the leaves of a JAX-tier cell's trained parameters; :meth:`ResultsStore.write` stores them in a
+    file beside the record (:mod:`memgym.leaderboard.policies`) and the record names it."""
+    track = task.track
+    record: dict[str, Any] = {
+        "agent": task.spec,
+        "version": task.version,
+        "agent_info": agent,
+        "tier": task.kind,
+        track.sweep.name: cell[0],
+        "seed": cell[1],
+        "preset": track.budget_record(budget),
+        "status": "ok" if reason is None else "failed",
+        "wall_time_s": seconds,
+        "provenance": provenance(),
+    }
+    if reason is not None:
+        record["reason"] = reason
+    else:
+        score = track.score
+        window = train[f"window_{score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
+        record["train"] = dict(train, **{score.name: window})
+        record["eval"] = evaluation
+        if policy is not None:
+            record["policy"] = policy
+    return record
+
 
 
 def version_label(spec: str, version: int) -> str:

@@ -12,9 +12,9 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memgym.leaderboard.planning import Task
+from memgym.leaderboard.planning import Task, cell_record
 from memgym.leaderboard.runner import execute
-from memgym.leaderboard.store import cell_record, failure_reason
+from memgym.leaderboard.store import failure_reason
 from memgym.leaderboard.tracks import Preset
 from memgym.validation import check_int, check_real
 

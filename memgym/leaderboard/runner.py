@@ -13,10 +13,10 @@ from typing import Any
 
 from memgym.leaderboard import any_tier, jax_tier
 from memgym.leaderboard.code_identity import describe_code
-from memgym.leaderboard.planning import Task, plan
+from memgym.leaderboard.planning import Task, cell_record, plan
 from memgym.leaderboard.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
-from memgym.leaderboard.store import ResultsStore, cell_record
+from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
 from memgym.validation import check_real
 

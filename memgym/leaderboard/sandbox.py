@@ -449,18 +449,19 @@ _probed_lock = threading.Lock()
 
 
 def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: str | None = None,
-          code_dir: str | os.PathLike | None = None, protect: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+          code_dir: str | os.PathLike | None = None, protect: Sequence[str | os.PathLike] = (),
+          entry: str = "memgym") -> dict[str, Any]:
     """Whether the agent's process can run in ``mode`` (started as ``user``): ``{"problem": None or why not,
     "writable": [paths of `protect` (and their folders) it could change]}``.
 
     Runs ``python -m memgym.leaderboard.sandbox`` exactly as the agent's process will run (:class:`Launch`), with
     ``environment``, without importing anything of the submission. It checks that the interpreter runs and imports
-    memgym, that HOME, TMPDIR and the compilation prefix are writable, that the accelerators' devices
+    ``entry`` (the module the agent's process starts in: the caller's), that HOME, TMPDIR and the compilation prefix are writable, that the accelerators' devices
     (:data:`DEVICES`) open, that every folder and file of the code folder is readable, and that the module of
     ``spec`` is found and readable. The answer is remembered for this process."""
     code = None if code_dir is None else str(Path(code_dir).resolve())
     paths = [str(Path(p).resolve()) for p in protect]
-    key = (mode, user, sys.executable, code, spec, tuple(paths), environment.get("PYTHONPATH"))
+    key = (mode, user, sys.executable, code, spec, tuple(paths), environment.get("PYTHONPATH"), entry)
     with _probed_lock:
         if key in _probed:
             return dict(_probed[key])
@@ -468,7 +469,7 @@ def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: st
     launch = None
     try:
         launch = Launch(mode, user, code, None)
-        request = {"spec": spec, "code_dir": launch.code_inside, "protect": paths}
+        request = {"spec": spec, "code_dir": launch.code_inside, "protect": paths, "entry": entry}
         process = launch.popen([sys.executable, "-m", "memgym.leaderboard.sandbox", json.dumps(request)],
                                environment, agent=False, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
@@ -478,7 +479,7 @@ def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: st
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
-            answer = {"problem": f"a process of {who} did not start and import memgym within {PROBE_TIMEOUT:.0f}s",
+            answer = {"problem": f"a process of {who} did not start and import {entry} within {PROBE_TIMEOUT:.0f}s",
                       "writable": []}
     except OSError as error:
         answer = {"problem": f"{who} cannot start it ({error.strerror or error})", "writable": []}
@@ -597,10 +598,12 @@ class Plan:
 
 
 def plan(spec: str | None, code_dir: str | os.PathLike | None, protect: Sequence[str | os.PathLike],
-         environment: Mapping[str, str], limits: Limits | None = None, unsandboxed: bool = False) -> Plan:
+         environment: Mapping[str, str], limits: Limits | None = None, unsandboxed: bool = False,
+         entry: str = "memgym") -> Plan:
     """Harden this process (:func:`harden`) and decide how to start agent ``spec``'s process: the first mode of
     the module docstring's whose :func:`probe` passes here, or, with ``unsandboxed``, as the verifier's own user.
     ``limits``: :class:`Limits` (None: :meth:`Limits.for_cells` of one cell of the smallest budget, ten minutes).
+    ``entry``: the module the agent's process starts in, which the probes import.
 
     Raises :class:`SandboxUnavailable`, before anything of the agent runs, where no mode works; its message says
     what failed and names ``--unsandboxed``."""
@@ -617,7 +620,7 @@ def plan(spec: str | None, code_dir: str | os.PathLike | None, protect: Sequence
         if shutil.which(BUBBLEWRAP) is None:
             problems.append("bubblewrap is not installed (no bwrap on PATH)")
         else:
-            answer = probe(CONTAINER, user, base, spec, code_dir, checked)
+            answer = probe(CONTAINER, user, base, spec, code_dir, checked, entry)
             if answer["problem"] is None:
                 used = _with_own_processes(limits, UNPRIVILEGED_ID if user is not None else os.getuid())
                 return Plan(CONTAINER, user, base, used,
@@ -627,7 +630,7 @@ def plan(spec: str | None, code_dir: str | os.PathLike | None, protect: Sequence
             problems.append("the verifier does not run as root, so it cannot start it as another user"
                             if os.geteuid() != 0 else f"no unprivileged user: {AGENT_USER!r} has uid or gid 0 here")
         else:
-            answer = probe(SEPARATE_USER, user, base, spec, code_dir, checked)
+            answer = probe(SEPARATE_USER, user, base, spec, code_dir, checked, entry)
             if answer["problem"] is None:
                 used = _with_own_processes(limits, user.uid)
                 return Plan(SEPARATE_USER, user, base, used,
@@ -798,7 +801,7 @@ def _module_problem(spec: str, code_dir: str | None) -> str | None:
 
 
 def _probe(request: dict[str, Any]) -> dict[str, Any]:
-    import memgym.leaderboard.isolation  # noqa: F401 - what the agent's process imports first
+    importlib.import_module(request.get("entry") or "memgym")  # what the agent's process imports first
 
     answer: dict[str, Any] = {"problem": None, "writable": []}
     for variable in ("HOME", "TMPDIR", "PYTHONPYCACHEPREFIX"):

@@ -1,5 +1,5 @@
-"""The record of a cell (:func:`cell_record`) and the results store: one JSON file per result of an
-(agent, swept value, seed) cell, append-only, written atomically.
+"""The results store: one JSON file per result of an (agent, swept value, seed) cell, append-only, written
+atomically (the record itself: :func:`memgym.leaderboard.planning.cell_record`).
 
 The layout, the atomic write, the schema and unreadable records: docs/leaderboard_internals.md; the
 fields of a record: docs/submitting.md.
@@ -19,48 +19,13 @@ import traceback
 from importlib import metadata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memgym.deprecation import forward
 from memgym.validation import is_int
-
-if TYPE_CHECKING:
-    from memgym.leaderboard.planning import Task
-    from memgym.leaderboard.tracks import Preset
 
 SCHEMA_VERSION = 1
 CURVE_POINTS = 20  # learning-curve bins per training run
-
-
-def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
-                train: dict | None = None, evaluation: dict | None = None, reason: str | None = None,
-                policy: list | None = None) -> dict[str, Any]:
-    """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed.
-
-    ``policy``: the leaves of a JAX-tier cell's trained parameters; :meth:`ResultsStore.write` stores them in a
-    file beside the record (:mod:`memgym.leaderboard.policies`) and the record names it."""
-    track = task.track
-    record: dict[str, Any] = {
-        "agent": task.spec,
-        "version": task.version,
-        "agent_info": agent,
-        "tier": task.kind,
-        track.sweep.name: cell[0],
-        "seed": cell[1],
-        "preset": track.budget_record(budget),
-        "status": "ok" if reason is None else "failed",
-        "wall_time_s": seconds,
-        "provenance": provenance(),
-    }
-    if reason is not None:
-        record["reason"] = reason
-    else:
-        score = track.score
-        window = train[f"window_{score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
-        record["train"] = dict(train, **{score.name: window})
-        record["eval"] = evaluation
-        if policy is not None:
-            record["policy"] = policy
-    return record
 
 
 def failure_reason(error: BaseException) -> str:
@@ -407,3 +372,6 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(handle)
+
+
+__getattr__ = forward(__name__, {"cell_record": "memgym.leaderboard.planning.cell_record"})

@@ -195,13 +195,18 @@ def test_stamp_adds_the_computation_to_records_made_before_it_and_leaves_other_c
 
     from memgym.cli import main
 
+    from memgym.leaderboard.code_identity import describe_code
+    from memgym.leaderboard.protocol import load_factory
+
     results = tmp_path / "results"
     shutil.copytree(ROOT / "submissions" / "a2c-tiny-gru-smoke" / "results", results)
     paths = sorted(results.glob("*/*/seed*.json"))
+    installed = describe_code("a2c-tiny-gru", load_factory("a2c-tiny-gru"))  # records made by the installed code
     before = {}
     for path in paths:
         record = json.loads(path.read_text())
-        before[path] = dict(record, agent_info={k: v for k, v in record["agent_info"].items() if k != COMPUTATION})
+        info = {k: v for k, v in record["agent_info"].items() if k != COMPUTATION}
+        before[path] = dict(record, agent_info=info | {k: installed[k] for k in ("code_sha256", "code_modules")})
         path.write_text(json.dumps(before[path], indent=2, sort_keys=True))
     other = json.loads(paths[0].read_text())
     other["agent_info"]["code_sha256"] = "0" * 64  # made by other code

@@ -9,11 +9,12 @@ import pytest
 NEW_HOMES = {
     "memgym.leaderboard.track": {"memgym.leaderboard.tracks": ("EVALUATION_SEED", "Preset", "Score", "Sweep", "Track")},
     "memgym.leaderboard.cells": {
-        "memgym.leaderboard.planning": ("NUM_ENVS", "Task", "version_label"),
-        "memgym.leaderboard.store": ("CURVE_POINTS", "cell_record", "failure_reason"),
+        "memgym.leaderboard.planning": ("NUM_ENVS", "Task", "cell_record", "version_label"),
+        "memgym.leaderboard.store": ("CURVE_POINTS", "failure_reason"),
         "memgym.leaderboard.code_identity": ("code_hash", "code_modules", "describe_agent", "describe_code"),
         "memgym.leaderboard.any_tier": ("CellFailure",),
     },
+    "memgym.leaderboard.store": {"memgym.leaderboard.planning": ("cell_record",)},
 }
 MOVED = [(old, name, new) for old, homes in NEW_HOMES.items() for new, names in homes.items() for name in names]
 
