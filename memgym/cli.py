@@ -388,20 +388,22 @@ def _sample_size(text: str) -> int | str:
 def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
     # this process and the agent's share an accelerator: neither takes most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    from memgym.leaderboard import submission, tracks
-
+    from memgym.leaderboard import tracks
     from memgym.leaderboard.sandbox import SandboxUnavailable
+    from memgym.leaderboard.submission import VERIFICATION
+    from memgym.leaderboard.verdict import table
+    from memgym.leaderboard.verification import verify
 
     try:
-        verdict = submission.verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
-                                    cell_timeout=args.cell_timeout, preset=args.preset, exact=args.exact,
-                                    unsandboxed=args.unsandboxed, memory_limit=args.memory_limit)
+        verdict = verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
+                         cell_timeout=args.cell_timeout, preset=args.preset, exact=args.exact,
+                         unsandboxed=args.unsandboxed, memory_limit=args.memory_limit)
     except SandboxUnavailable as error:  # nothing of the agent ran, no verdict written
         print(f"memgym leaderboard verify: {error}", file=sys.stderr)
         return 3
     track = tracks.TRACKS.get(verdict.get("track"), tracks.TMAZE)
-    print(submission.table(verdict, track))
-    print(f"wrote {Path(args.submission) / submission.VERIFICATION}")
+    print(table(verdict, track))
+    print(f"wrote {Path(args.submission) / VERIFICATION}")
     return 0 if verdict["verdict"] == "verified" else 1
 
 

@@ -294,7 +294,7 @@ def export_jax(process: AgentProcess, track: Track, budget: Preset, value: Any =
         carry = [arrays[f"carry.{i}"] for i in range(int(meta["carry"]))]
         leaves = [[str(np.dtype(dtype).str), [int(n) for n in shape]] for dtype, shape in meta["leaves"]]
         blob = arrays["act"].tobytes()
-        computation = str(meta["computation"])
+        computation = meta["computation"] if meta["computation"] is None else str(meta["computation"])
     except (KeyError, IndexError, TypeError, ValueError) as error:
         raise AgentProcessError(f"the agent's process sent an incomplete export ({error})") from None
     return {"act": blob, "carry": carry, "leaves": leaves, "computation": computation}
@@ -480,7 +480,10 @@ def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier:
     agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps, value=value))
     if tier(agent) != "jax":
         raise TypeError("the agent is not a JAX-tier agent")
-    computation = agent_computation(agent, track, budget, value)
+    try:
+        computation = agent_computation(agent, track, budget, value)
+    except Exception:  # noqa: BLE001 - not traceable on the inner env: records of other code cannot be compared
+        computation = None
     cells = JaxCells(agent, track, budget, value)
     keys, params, *_ = cells.batch([(budget.values[0] if value is None else value, 0)], seal_weights())
     policy_params, _ = jax.eval_shape(cells.train, keys, params)

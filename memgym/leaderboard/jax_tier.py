@@ -69,7 +69,10 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             cells = JaxCells(agent, task.track, budget, value)
             if compiled is not None:
                 compiled[task.spec, value] = cells
-        agent_info[COMPUTATION] = cells.computation()
+        try:
+            agent_info[COMPUTATION] = cells.computation()
+        except Exception:  # noqa: BLE001 - not traceable on the inner env (it reads the harness's counters): code hash
+            pass
         checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info)
         outcomes = cells.run(task.cells, checkpoint)
         seconds = (time.perf_counter() - started) / len(task.cells)
@@ -100,6 +103,8 @@ def agent_computation(agent: Any, track: Track, budget: Preset, value: Any = Non
     :func:`~memgym.leaderboard.scoring.evaluate_jax`), which are memgym's, not the agent's, and the budget's
     other figures (seeds, evaluation episodes), which the records hold. The value and the seed are traced
     inputs, so one hash serves every value of an env and every seed. ``value``: the env's (``Track.env_key``).
+    Raises what ``train`` raises when traced on the track's own environment (an agent that reads the harness's
+    counters); such an agent is identified by its code hash alone.
     """
     import jax
     import jax.numpy as jnp

@@ -60,7 +60,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
 
     ``submissions`` (:class:`~memgym.leaderboard.submission.Submission` of ``track``) add one
     row each, named by the submission, with a ``verified`` cell
-    (:func:`~memgym.leaderboard.submission.status`); the rows of ``store`` (a reference board, or
+    (:func:`~memgym.leaderboard.verdict.status`); the rows of ``store`` (a reference board, or
     None) are then marked ``reference``.
 
     A row is one version of one agent under one preset. Its planned cells are the
@@ -70,7 +70,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     no result at all is *missing*, and a row with missing cells is incomplete and
     ranked after every complete row of its preset.
     """
-    from memgym.leaderboard.submission import status
+    from memgym.leaderboard.verdict import status
 
     score, sweep = track.score, track.sweep
     worst = float(score.bounds[0])
@@ -164,7 +164,7 @@ VERIFIED_LEGEND = (
 
 def _agreed(status: str) -> bool:
     """Whether a submission's ``verified`` cell is a verdict ``verified`` (``eval 6/6, train 2/2``, ``re-run 2/2
-    of 6``; :func:`~memgym.leaderboard.submission.status`): every evaluation agreed."""
+    of 6``; :func:`~memgym.leaderboard.verdict.status`): every evaluation agreed."""
     return status.startswith(("eval ", "re-run "))
 
 

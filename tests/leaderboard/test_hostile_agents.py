@@ -314,5 +314,6 @@ def test_an_ordinary_user_without_bubblewrap_is_refused_unless_unsandboxed_and_t
     assert done.returncode == 0, done.stdout + done.stderr
     assert "isolation: UNSANDBOXED" in done.stdout
     from memgym.leaderboard import submission as submissions
+    from memgym.leaderboard.verdict import status
 
-    assert submissions.status(submissions.load(submission)).endswith(", unsandboxed")
+    assert status(submissions.load(submission)).endswith(", unsandboxed")

@@ -188,6 +188,7 @@ def test_a_run_resumes_across_a_refactor_and_refuses_a_changed_computation(agent
         run([spec], budget, results, log=lambda line: None, policies=False)
 
 
+@pytest.mark.slow(seconds=12)
 def test_stamp_adds_the_computation_to_records_made_before_it_and_leaves_other_code_alone(tmp_path, capsys):
     """`memgym leaderboard stamp`, as a user with a store from memgym 0.1 runs it: records of the installed code
     get its computation hash, nothing else in them changes; a record of other code is named and left as it is."""

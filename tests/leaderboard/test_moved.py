@@ -15,6 +15,13 @@ NEW_HOMES = {
         "memgym.leaderboard.any_tier": ("CellFailure",),
     },
     "memgym.leaderboard.store": {"memgym.leaderboard.planning": ("cell_record",)},
+    "memgym.leaderboard.submission": {
+        "memgym.leaderboard.comparison": ("Z", "DETERMINISTIC_GPU", "same_backend", "tolerance", "compare",
+                                          "compare_evaluation", "spreads", "compare_training", "pooled_bias",
+                                          "REPRODUCED", "WITHIN_SPREAD", "NOT_REPRODUCED"),
+        "memgym.leaderboard.verification": ("verify",),
+        "memgym.leaderboard.verdict": ("status", "table"),
+    },
 }
 MOVED = [(old, name, new) for old, homes in NEW_HOMES.items() for new, names in homes.items() for name in names]
 

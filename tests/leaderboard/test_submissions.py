@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from memgym.cli import main
 from memgym.leaderboard import submission
+from memgym.leaderboard.verdict import status
 from memgym.leaderboard.tracks import TMAZE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,9 +178,9 @@ def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     assert (bad["value"], bad["seed"], bad["eval_stored"]) == (3, 1, 1.0) and bad["eval_rerun"] < 0.9
     assert "MISMATCH (evaluation score off by more than its tolerance)" in out
     # the board marks it, and a verdict on other files than the board's is stale
-    assert submission.status(submission.load(edited)) == "mismatch: re-run 3/4 of 4"
+    assert status(submission.load(edited)) == "mismatch: re-run 3/4 of 4"
     (edited / "results" / "random_walker_factory" / "L2" / "seed0.json").write_text("{}")
-    assert submission.status(submission.load(edited)) == "stale"
+    assert status(submission.load(edited)) == "stale"
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -320,7 +321,7 @@ def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
     assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])
     assert [row["outcome"] for row in verdict["retrained"]] == ["reproduced exactly"] * 4
     assert "verdict: VERIFIED (evaluation 4/4 cells agree, training 4/4 reproduced)" in out
-    assert submission.status(submission.load(folder)) == "eval 4/4, train 4/4"
+    assert status(submission.load(folder)) == "eval 4/4, train 4/4"
     # Its code re-commented and a method renamed after the run: other code, the same computation, verified.
     source = (folder / "code" / "jax_random.py").read_text()
     refactored = copy(folder, "jax-random-refactored")
