@@ -211,7 +211,6 @@ def actor_critic_loss(dist: distrax.Distribution, policy_loss: jax.Array, value_
     return loss, dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
 
 
-
 __getattr__ = forward(__name__, {
     "ActorCriticConfig": ("A2CConfig (memgym.agents.a2c) or PPOConfig (memgym.agents.ppo)",
                           lambda: importlib.import_module("memgym.agents.registry").actor_critic_config),

@@ -2,8 +2,9 @@
 (:func:`describe_agent`), and, in the JAX tier, what it computes (:func:`computation_sha256`).
 
 The code hash covers the factory's module and every module of its own package that it imports, read
-from the source files (:func:`code_modules`). The computation hash covers the jaxprs the harness runs
-(``train`` and the evaluation, on the track's environment), canonicalised so that moving, renaming,
+from the source files (:func:`code_modules`). The computation hash covers the jaxprs of the agent's
+``train`` on the track's environment and of its ``act``
+(:func:`memgym.leaderboard.jax_tier.agent_computation`), canonicalised so that moving, renaming,
 re-commenting or re-formatting code leaves it as it is. A run treats an agent as the same version as
 stored records when either hash matches and the config is the same (:mod:`~memgym.leaderboard.planning`).
 """
@@ -172,8 +173,8 @@ def computation_sha256(*jaxprs: Any) -> str:
     """One SHA-256 (hex) of what ``jaxprs`` (``jax.make_jaxpr``'s closed jaxprs) compute, and nothing else.
 
     The hash reads a canonical text of each jaxpr (:func:`_canonical`): every equation's primitive, parameters,
-    inputs and outputs with their shapes and dtypes, nested jaxprs written out in full, variables named by their
-    order of appearance, and no function names (jitted helpers, custom-derivative rules, host callbacks) or
+    inputs and outputs with their shapes and dtypes, in dataflow order (:func:`_dataflow_order`), nested jaxprs
+    written out in full, variables named by their place in that order, and no function names (jitted helpers, custom-derivative rules, host callbacks) or
     object addresses. It also reads the value (dtype, shape and bytes) of every constant a jaxpr closes over,
     nested ones included. So it changes when an equation, a shape, a dtype, a literal (a default, an
     initializer's gain, a reward) or a closed-over array changes, and not when code is moved, renamed,

@@ -79,7 +79,6 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
     return record
 
 
-
 def version_label(spec: str, version: int) -> str:
     """``spec`` for an agent's first version, ``spec@v<n>`` for later ones."""
     return spec if version == 1 else f"{spec}@v{version}"
