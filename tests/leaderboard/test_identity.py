@@ -117,6 +117,23 @@ def test_the_hash_reads_the_computation_and_not_the_names():
     weights[0, 0] = 7.0  # a closed-over array's value is part of what is computed
     assert computation_sha256(jax.make_jaxpr(f(renamed))(x)) not in same
 
+    def first_sine(x):  # two independent terms, written in either order, and a value computed but never used
+        a = jnp.sin(x)
+        b = jnp.cos(x) * 3.0
+        return a + b
+
+    def first_cosine(x):
+        b = jnp.cos(x) * 3.0
+        unused = jnp.exp(x)  # noqa: F841
+        a = jnp.sin(x)
+        return a + b
+
+    def other_factor(x):
+        return jnp.sin(x) + jnp.cos(x) * 4.0
+
+    hashes = [computation_sha256(jax.make_jaxpr(g)(x)) for g in (first_sine, first_cosine, other_factor)]
+    assert hashes[0] == hashes[1] != hashes[2]
+
 
 @pytest.mark.slow(seconds=40)
 def test_code_that_moves_is_the_same_agent_and_code_that_computes_otherwise_is_not(agent_package):
