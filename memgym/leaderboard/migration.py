@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
+from memgym.leaderboard.code_identity import COMPUTATION, describe_agent
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.tracks import Track
 
@@ -26,7 +26,7 @@ def stamp(results: str | os.PathLike, track: Track, log: Callable[[str], None] =
     """Add the computation hash to the JAX-tier records under ``results`` that lack it and whose agent is
     installed with the code and config that made them; the counts ``{"stamped", "already", "other code",
     "other tier"}``. A record of other code than the installed one is left as it is and named."""
-    from memgym.leaderboard.jax_tier import JaxCells
+    from memgym.leaderboard.jax_tier import agent_computation
     from memgym.leaderboard.planning import NUM_ENVS
 
     store = track.store(results)
@@ -46,8 +46,7 @@ def stamp(results: str | os.PathLike, track: Track, log: Callable[[str], None] =
         if what not in traced:
             factory = load_factory(record["agent"])
             agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=key))
-            now = describe_agent(record["agent"], factory, agent) | describe_code(record["agent"], factory)
-            traced[what] = now, JaxCells(agent, track, budget, key).computation()
+            traced[what] = describe_agent(record["agent"], factory, agent), agent_computation(agent, track, budget, key)
         now, computation = traced[what]
         same_config = record.get("status") != "ok" or info.get("config") == json.loads(json.dumps(now.get("config")))
         if info.get("code_sha256") != now.get("code_sha256") or not same_config:
