@@ -1,7 +1,7 @@
 """Grid throughput: a whole leaderboard grid trained in one vmapped call against one process per cell.
 
 A board is a grid of cells, corridor lengths × seeds. memgym's JAX tier trains them the
-way ``memgym leaderboard run`` does (:class:`memgym.leaderboard.jax_tier.JaxCells`):
+way ``memgym leaderboard run`` does (:class:`memgym.leaderboard.running.jax_tier.JaxCells`):
 ``jit(vmap(train))`` over the cells, then every cell's evaluation episodes in one more
 vmapped call. Code written one run per process trains the same cells one at a time, a
 fresh Python process each, which pays its imports, compilation and one cell's worth of
@@ -39,8 +39,8 @@ import time
 CELL_WORKER = r"""
 import json, sys, time
 started = time.perf_counter()
-from memgym.leaderboard.jax_tier import JaxCells
-from memgym.leaderboard.planning import NUM_ENVS
+from memgym.leaderboard.running.jax_tier import JaxCells
+from memgym.leaderboard.running.planning import NUM_ENVS
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.tracks import Preset, get
 spec, length, seed, steps, window, episodes, limit = json.loads(sys.argv[1])
@@ -65,8 +65,8 @@ def budget_of(args: argparse.Namespace):
 
 def in_one_process(spec: str, args: argparse.Namespace) -> dict[str, float]:
     """Seconds for the whole grid in one call, and for one call per length (the lengths share one compilation)."""
-    from memgym.leaderboard.jax_tier import JaxCells
-    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.running.jax_tier import JaxCells
+    from memgym.leaderboard.running.planning import NUM_ENVS
     from memgym.leaderboard.protocol import load_factory
     from memgym.leaderboard.tracks import get
 

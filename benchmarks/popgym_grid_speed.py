@@ -5,7 +5,7 @@ One task of a POPGym track (``--task``, default Repeat Previous Easy), ``--seeds
 exactly as ``memgym leaderboard run --track popgym`` does, twice in one run:
 
 * **JAX tier**: the task in JAX (:mod:`memgym.envs.popgym_jax`); the agent's whole training is one jitted
-  call, every seed of the task in one ``vmap`` (:class:`memgym.leaderboard.jax_tier.JaxCells`), then the
+  call, every seed of the task in one ``vmap`` (:class:`memgym.leaderboard.running.jax_tier.JaxCells`), then the
   evaluation episodes in one more vmapped call;
 * **host loop**: popgym's NumPy task through Gymnasium's vector env, the same agent's trainer behind the
   any-framework protocol (:class:`memgym.agents.host.HostAgent`: a jitted update per rollout, one Python
@@ -35,7 +35,7 @@ import time
 
 def grid_seconds(agent: str, track, budget) -> tuple[float, list[dict]]:
     """Train and evaluate ``budget``'s cells of ``agent`` on ``track`` through the harness; (seconds, records)."""
-    from memgym.leaderboard import runner
+    from memgym.leaderboard.running import runner
 
     with tempfile.TemporaryDirectory() as results:
         started = time.perf_counter()
@@ -80,7 +80,7 @@ def main() -> None:
         score = sum(r["eval"]["normalized_return"] for r in records) / len(records)
         rows.append({"mode": label, "tier": records[0]["tier"], "seconds": seconds,
                      "steps_per_s": args.seeds * args.steps / seconds, "eval_normalized_return": score})
-    print(f"\n| mode | tier | wall time (s) | steps/s | eval normalized return (mean over seeds) |")
+    print("\n| mode | tier | wall time (s) | steps/s | eval normalized return (mean over seeds) |")
     print("|---|---|---:|---:|---:|")
     for row in rows:
         print(f"| {row['mode']} | {row['tier']} | {row['seconds']:.1f} | {row['steps_per_s']:,.0f} | "

@@ -2,7 +2,7 @@
 
 Part 1 — sharding. One JAX-tier agent's grid of cells (corridor lengths × seeds)
 is trained and evaluated as one batch by
-:class:`memgym.leaderboard.jax_tier.JaxCells`, sharded over the ``k`` local devices.
+:class:`memgym.leaderboard.running.jax_tier.JaxCells`, sharded over the ``k`` local devices.
 Each ``k`` runs in a fresh process with ``XLA_FLAGS=--xla_force_host_platform_device_count=k``
 on CPU (on a GPU machine, ``--backend gpu`` uses the real devices, ``k`` = 1 …
 all, via ``CUDA_VISIBLE_DEVICES``). Reported: compile + first call, and the
@@ -10,7 +10,7 @@ median of the next calls (the steady state: a new grid of the same size reuses
 the compilation), as cells per minute and environment steps per second, and the
 speed-up over ``k = 1``.
 
-Part 2 — backends. The same leaderboard run (``memgym.leaderboard.runner.run``
+Part 2 — backends. The same leaderboard run (``memgym.leaderboard.running.runner.run``
 with a fresh results directory) with the local backend and with the Ray backend
 on a local Ray cluster of ``--ray-cpus`` CPUs, wall-clock end to end (Ray start-up
 excluded, reported separately). Ray runs one task per corridor length in parallel
@@ -41,7 +41,7 @@ import time
 WORKER = r"""
 import json, statistics, sys, time
 import jax
-from memgym.leaderboard.jax_tier import JaxCells
+from memgym.leaderboard.running.jax_tier import JaxCells
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.tracks import TMAZE, Preset
 args = json.loads(sys.argv[1])
@@ -78,8 +78,8 @@ def shard_run(devices: int, config: dict, gpu: bool) -> dict:
 
 
 def backends(config: dict, ray_cpus: int) -> dict:
-    from memgym.leaderboard import runner
-    from memgym.leaderboard.ray_backend import RayBackend
+    from memgym.leaderboard.running import runner
+    from memgym.leaderboard.running.ray_backend import RayBackend
     from memgym.leaderboard.tracks import Preset
 
     budget = Preset("bench", tuple(config["lengths"]), config["seeds"], config["steps"],

@@ -2,13 +2,13 @@
 in-process agent, side by side in one run.
 
 * Any-framework tier: ``--steps`` training steps of each agent over the 8-env T-Maze vector env that
-  the harness steps (:func:`memgym.leaderboard.any_tier.train`), once with the agent in this process
+  the harness steps (:func:`memgym.leaderboard.running.any_tier.train`), once with the agent in this process
   (``run``) and once in a child process, every ``act`` and ``observe`` a message over a socket
-  (``verify``, :class:`memgym.leaderboard.isolation.RemoteAgent`). Steps/s of each; the child's start
+  (``verify``, :class:`memgym.leaderboard.submissions.isolation.RemoteAgent`). Steps/s of each; the child's start
   is timed apart.
 * JAX tier (``--jax-agent``, default the reference ``a2c-tiny-gru``, smoke preset at L=8): the
   cell's evaluation (256 episodes) in process (``JaxCells.evaluate``) and with the agent's ``act``
-  exported by the child and evaluated here (:func:`memgym.leaderboard.isolation.exported_evaluator`),
+  exported by the child and evaluated here (:func:`memgym.leaderboard.submissions.isolation.exported_evaluator`),
   compile and run separately, plus the whole of one verified cell in the child (start, import,
   compile, train, export) and the size of the exported ``act``. Training itself runs the same
   compiled code in both.
@@ -32,9 +32,10 @@ import time
 import jax
 import numpy as np
 
-from memgym.leaderboard import any_tier, isolation
-from memgym.leaderboard.jax_tier import JaxCells, cell_outcome
-from memgym.leaderboard.planning import NUM_ENVS
+from memgym.leaderboard.running import any_tier
+from memgym.leaderboard.submissions import isolation
+from memgym.leaderboard.running.jax_tier import JaxCells, cell_outcome
+from memgym.leaderboard.running.planning import NUM_ENVS
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.scoring import ScoredState, seal_weights
 from memgym.leaderboard.tracks import TMAZE

@@ -3,9 +3,9 @@ reproduced" when it re-trains it on another backend, and how often it catches an
 
 On the records' backend ``verify`` demands that a re-trained cell repeat its record bitwise. On another
 backend training takes another path, so the statistical rule of
-:func:`memgym.leaderboard.comparison.compare_training` applies: the re-trained cell's evaluation score and
+:func:`memgym.leaderboard.submissions.comparison.compare_training` applies: the re-trained cell's evaluation score and
 training-window score must each lie within ``[min, max]`` of the submission's own seeds' stored scores at that
-corridor length, widened by :func:`~memgym.leaderboard.comparison.tolerance` (``--z`` standard errors);
+corridor length, widened by :func:`~memgym.leaderboard.submissions.comparison.tolerance` (``--z`` standard errors);
 otherwise the cell is "not reproduced" (not conclusive). This script measures that rule on one machine,
 which stands in for two: ``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2`` (``--other-flags``, the default) caps the
 instruction set XLA emits CPU code for, a different backend fingerprint. Whether training really takes another
@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from memgym.leaderboard.store import result_order
-from memgym.leaderboard.comparison import NOT_REPRODUCED, Z, compare_training, spreads
+from memgym.leaderboard.submissions.comparison import NOT_REPRODUCED, Z, compare_training, spreads
 from memgym.leaderboard.tracks import TMAZE
 
 ROOT = Path(__file__).resolve().parents[1]  # the runs import this checkout's memgym

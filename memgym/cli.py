@@ -225,7 +225,7 @@ _steps = _number(STEPS)
 
 
 def _board_text(results: str | None, track, submissions=()) -> str:
-    from memgym.leaderboard import report
+    from memgym.leaderboard.boards import report
 
     return report.markdown(report.build_board(None if results is None else track.store(results), track, submissions),
                            track=track)
@@ -233,7 +233,7 @@ def _board_text(results: str | None, track, submissions=()) -> str:
 
 def _submissions(args: argparse.Namespace, track) -> list:
     """The submissions of ``--submissions DIR`` on ``track`` (each that cannot be read is reported and left out)."""
-    from memgym.leaderboard.submission import load_all
+    from memgym.leaderboard.submissions.format import load_all
 
     if args.submissions is None:
         return []
@@ -286,7 +286,7 @@ def _seeds(budget) -> str:
 def _backend(args: argparse.Namespace):
     backend = None
     if args.backend == "ray":
-        from memgym.leaderboard.ray_backend import RayBackend
+        from memgym.leaderboard.running.ray_backend import RayBackend
 
         if args.checkpoints is not None:
             raise ValueError("--checkpoints applies to --backend local only (a Ray task's folder is on its node)")
@@ -294,7 +294,7 @@ def _backend(args: argparse.Namespace):
     elif args.address is not None:
         raise ValueError("--address applies to --backend ray only")
     elif args.checkpoints is not None:
-        from memgym.leaderboard.runner import LocalBackend
+        from memgym.leaderboard.running.runner import LocalBackend
 
         if Path(args.checkpoints).exists() and not Path(args.checkpoints).is_dir():
             raise ValueError(f"--checkpoints {args.checkpoints}: it is a file, not a folder")
@@ -303,8 +303,10 @@ def _backend(args: argparse.Namespace):
 
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import report, runner, tracks
+    from memgym.leaderboard.boards import report
 
+    from memgym.leaderboard.running import runner
+    from memgym.leaderboard import tracks
     track = tracks.get(args.track)
     budget, results = _budget_and_results(args, track, track.results_dir)
     backend = _backend(args)
@@ -330,8 +332,9 @@ def _numbers(text: str) -> list[float]:
 
 
 def cmd_leaderboard_tune(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import tracks, tuning
+    from memgym.leaderboard import tracks
 
+    from memgym.leaderboard.boards import tuning
     track = tracks.get(args.track)
     budget, results = _budget_and_results(args, track, f"{track.results_dir}-tuning")
     grid = {"learning_rate": tuple(args.learning_rates or tuning.THESIS_GRID["learning_rate"]),
@@ -351,8 +354,9 @@ def cmd_leaderboard_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_report(args: argparse.Namespace) -> int:
-    from memgym.leaderboard import report, tracks
+    from memgym.leaderboard.boards import report
 
+    from memgym.leaderboard import tracks
     track = tracks.get(args.track)
     submissions = _submissions(args, track)
     results = args.results or (None if submissions else track.results_dir)
@@ -389,10 +393,10 @@ def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
     # this process and the agent's share an accelerator: neither takes most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from memgym.leaderboard import tracks
-    from memgym.leaderboard.sandbox import SandboxUnavailable
-    from memgym.leaderboard.submission import VERIFICATION
-    from memgym.leaderboard.verdict import table
-    from memgym.leaderboard.verification import verify
+    from memgym.leaderboard.submissions.sandbox import SandboxUnavailable
+    from memgym.leaderboard.submissions.format import VERIFICATION
+    from memgym.leaderboard.submissions.verdict import table
+    from memgym.leaderboard.submissions.verification import verify
 
     try:
         verdict = verify(args.submission, k=args.k, sample_seed=args.sample_seed, z=args.z,
@@ -409,7 +413,7 @@ def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard_check(args: argparse.Namespace) -> int:
     from memgym.leaderboard import tracks
-    from memgym.leaderboard.check import check_agent
+    from memgym.leaderboard.submissions.check import check_agent
 
     results = check_agent(args.agent, track=tracks.get(args.track), budget=args.steps,
                           step_timeout=args.step_timeout)
@@ -424,7 +428,7 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard_stamp(args: argparse.Namespace) -> int:
     from memgym.leaderboard import tracks
-    from memgym.leaderboard.migration import stamp
+    from memgym.leaderboard.running.migration import stamp
 
     if not Path(args.results).is_dir():
         raise ValueError(f"--results {args.results!r} is not a directory")

@@ -17,7 +17,7 @@ same computation, backend and flags (JAX's cache key covers them). JAX does not 
 executable that calls back into Python; the leaderboard's in-flight progress reports are
 such callbacks, so a training call reports progress from inside only when its cells are
 long enough for compilation to be a small share of their time
-(:data:`memgym.leaderboard.jax_tier.IN_FLIGHT_PROGRESS_STEPS`). Only executables that took
+(:data:`memgym.leaderboard.running.jax_tier.IN_FLIGHT_PROGRESS_STEPS`). Only executables that took
 at least JAX's ``jax_persistent_cache_min_compile_time_secs`` (1 s by default) are stored.
 """
 

@@ -4,6 +4,9 @@ one, until memgym 0.3 (no JAX: any package may use it)."""
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,3 +33,29 @@ def forward(old_module: str, moved: Mapping[str, Replacement]) -> Callable[[str]
         return new[1]()
 
     return __getattr__
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports of a moved module's old dotted path: the module at its new path, under both names."""
+
+    def __init__(self, moved: Mapping[str, str]) -> None:
+        self.moved = dict(moved)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        return importlib.util.spec_from_loader(fullname, self) if fullname in self.moved else None
+
+    def create_module(self, spec: Any) -> Any:
+        new = self.moved[spec.name]
+        # stacklevel 2: the import statement's line (warnings skips the frames of the import machinery)
+        warnings.warn(f"{spec.name} is now {new}; the old path stops working in memgym 0.3", DeprecationWarning,
+                      stacklevel=2)
+        return importlib.import_module(new)
+
+    def exec_module(self, module: Any) -> None:
+        """Nothing to run: the module ran under its new path."""
+
+
+def forward_modules(moved: Mapping[str, str]) -> None:
+    """Keep each old dotted module path of ``moved`` importable (``import``, ``from … import``) as the module at its
+    new path, warning with the new path on the first import."""
+    sys.meta_path.insert(0, _MovedModules(moved))

@@ -80,7 +80,8 @@ def test_in_flight_progress_reports_change_no_result():
     those of the same call without it, so the threshold that keeps short cells cacheable changes nothing."""
     import jax
 
-    from memgym.leaderboard import jax_tier, scoring, tracks
+    from memgym.leaderboard.running import jax_tier
+    from memgym.leaderboard import scoring, tracks
     from memgym.leaderboard.protocol import load_factory
 
     track, budget = tracks.TMAZE, tracks.TMAZE.presets["smoke"]

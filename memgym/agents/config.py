@@ -16,7 +16,6 @@ thesis's gated 4-layer stack, Alg. 4).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import warnings

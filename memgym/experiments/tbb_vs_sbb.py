@@ -14,7 +14,7 @@ memgym's JAX versions of popgym's (:mod:`memgym.envs.popgym_jax`, step for step
 with popgym), so a cell's whole training is one jitted call and a task's seeds
 train in one ``vmap``. Training, the greedy evaluation on fixed episodes,
 failures, resuming and provenance are the harness's, and the results go to the
-same append-only store (:func:`memgym.leaderboard.runner.run`).
+same append-only store (:func:`memgym.leaderboard.running.runner.run`).
 
 The report (:func:`write_report`) gives
 
@@ -50,7 +50,7 @@ import numpy as np
 
 from memgym.leaderboard.protocol import AgentContext
 from memgym.validation import check_choice, check_positive
-from memgym.leaderboard.stats import summarize_length
+from memgym.leaderboard.boards.stats import summarize_length
 from memgym.leaderboard.tracks import PAPER_TASKS, Preset, Score, Sweep, Track, popgym_envs
 
 TASKS = PAPER_TASKS
@@ -372,7 +372,7 @@ def run_sensitivity(study: Study, results: str | os.PathLike, log: Callable[[str
 def run(study: Study, results: str | os.PathLike | None = None, *, log: Callable[[str], None] = print,
         cell_timeout: float | None = None, new_version: bool = False) -> Path:
     """Fill the study's missing cells (and its sensitivity analysis) into the store at ``results``."""
-    from memgym.leaderboard import runner
+    from memgym.leaderboard.running import runner
 
     results = Path(results or TRACK.results_dir)
     try:
@@ -499,14 +499,14 @@ def markdown(summary: dict[str, Any], sensitivity: list[dict[str, Any]], images:
 def plot_returns(summary: dict[str, Any], path: Path) -> bool:
     """Fig. 6 style: a panel per (preset, task), evaluation return per batching with 95% intervals, a line per model
     (one style per model in every panel, the legend beside the panels); False without matplotlib or returns."""
-    from memgym.leaderboard.report import save_figure
+    from memgym.leaderboard.boards.report import save_figure
 
     return save_figure(returns_figure(summary), path)
 
 
 def returns_figure(summary: dict[str, Any]):
     """The figure of :func:`plot_returns` (a matplotlib ``Figure``), or None without matplotlib or returns."""
-    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
+    from memgym.leaderboard.boards.report import arrange_panels, panel_grid, pyplot, series_styles
 
     plt = pyplot()
     rows = [r for r in summary["rows"] if "mean" in r]
@@ -540,14 +540,14 @@ def plot_curves(summary: dict[str, Any], path: Path) -> bool:
     """Fig. 6's form: a panel per (task, model), the training return against environment steps, a line per
     batching (mean over seeds, 95% bootstrap band; one style per batching in every panel, the legend beside
     the panels); False without matplotlib or curves."""
-    from memgym.leaderboard.report import save_figure
+    from memgym.leaderboard.boards.report import save_figure
 
     return save_figure(curves_figure(summary), path)
 
 
 def curves_figure(summary: dict[str, Any]):
     """The figure of :func:`plot_curves`, or None without matplotlib or curves."""
-    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
+    from memgym.leaderboard.boards.report import arrange_panels, panel_grid, pyplot, series_styles
 
     plt = pyplot()
     rows = [r for r in summary["rows"] if r.get("curve", {}).get("steps")]
@@ -585,14 +585,14 @@ def _model_order(model: str) -> tuple[int, str]:
 def plot_sensitivity(sensitivity: list[dict[str, Any]], path: Path) -> bool:
     """Fig. 3 style: the share of ``|∂Q/∂o_i|`` per lag, and its cumulative share, TBB vs SBB (a style per
     policy, the legend beside the panels); False without matplotlib or results."""
-    from memgym.leaderboard.report import save_figure
+    from memgym.leaderboard.boards.report import save_figure
 
     return save_figure(sensitivity_figure(sensitivity), path)
 
 
 def sensitivity_figure(sensitivity: list[dict[str, Any]]):
     """The figure of :func:`plot_sensitivity`, or None without matplotlib or results."""
-    from memgym.leaderboard.report import arrange_panels, panel_grid, pyplot, series_styles
+    from memgym.leaderboard.boards.report import arrange_panels, panel_grid, pyplot, series_styles
 
     plt = pyplot()
     if plt is None or not sensitivity:

@@ -1,5 +1,5 @@
-"""The harness's own episode counting in the JAX tier: :class:`ScoredEnv`, the wrapper a JAX-tier agent
-trains on, and :func:`evaluate_jax`.
+"""Stage 3, counting: the harness's own episode counting in the JAX tier, :class:`ScoredEnv` (the wrapper a
+JAX-tier agent trains on) and :func:`evaluate_jax`.
 
 Its counters give the thesis metric, success rate over the last 100K training steps (§5.1.2), the
 learning curve and the invalid actions; a seal (:func:`seal_weights`, :func:`sealed`) shows when

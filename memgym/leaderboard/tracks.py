@@ -1,4 +1,4 @@
-"""What a board scores: the :class:`Track` type and the built-in tracks, one board each.
+"""Stage 1, tracks: what a board scores, the :class:`Track` type and the built-in tracks with their presets.
 
 A track is data: an environment family, the parameter swept across the board's
 columns (:class:`Sweep`), the per-episode outcome it ranks by (:class:`Score`)

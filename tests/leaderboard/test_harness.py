@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
-from memgym.leaderboard import report, runner
-from memgym.leaderboard.check import check_agent
+from memgym.leaderboard.boards import report
+from memgym.leaderboard.running import runner
+from memgym.leaderboard.submissions.check import check_agent
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, counters, seal_weights, sealed
 from memgym.leaderboard.store import ResultsStore

@@ -8,7 +8,7 @@ signals the verifier, writes into the results, the submission, ``verification.js
 it is stopped, allocates until it is stopped, fills its disk until it is stopped and leaves a process behind. Each
 attempt is printed as an ``agent | attempt NAME: succeeded (…)`` or ``denied (…)`` line, which the verifier relays.
 
-It is verified in each mode the sandbox has (:mod:`memgym.leaderboard.sandbox`), from a folder of mode 0700 (as
+It is verified in each mode the sandbox has (:mod:`memgym.leaderboard.submissions.sandbox`), from a folder of mode 0700 (as
 ``mktemp -d`` makes) and from one open to all: by root, with bubblewrap (the container) and without it (the
 separate user); by an ordinary user with bubblewrap (the container, in its own user namespace) and without it
 (refused before any of the agent's code runs; run with ``--unsandboxed``, the verdict and the board say so). In
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from memgym.leaderboard import sandbox
+from memgym.leaderboard.submissions import sandbox
 from tests.leaderboard.test_sandbox import LINUX_ROOT, reachable  # noqa: F401 - a fixture
 from tests.leaderboard.test_submissions import RANDOM_AGENT, make_submission
 
@@ -208,7 +208,7 @@ def verify(prefix: list[str], submission: Path, *flags: str,
     listener = socket.create_server(("127.0.0.1", 0))
     mark = str(random.randrange(100_000, 999_999))
     before = {path: path.read_bytes() for path in submission.rglob("*") if path.is_file()}
-    code = ("import sys; from memgym.leaderboard import sandbox; from memgym.cli import main; "
+    code = ("import sys; from memgym.leaderboard.submissions import sandbox; from memgym.cli import main; "
             + ("" if bubblewrap else "sandbox.BUBBLEWRAP = 'memgym-test-no-bwrap'; ")
             + "sys.exit(main(sys.argv[1:]))")
     environment = dict(os.environ, MEMGYM_HOSTILE="1", MEMGYM_HOSTILE_PORT=str(listener.getsockname()[1]),
@@ -307,13 +307,13 @@ def test_an_ordinary_user_without_bubblewrap_is_refused_unless_unsandboxed_and_t
     assert "agent |" not in done.stderr and not (submission / "verification.json").exists()
     # asked for by name: it runs as the verifier's user, and the verdict and the board's status say so
     done = subprocess.run([*reachable, *as_user, sys.executable, "-c",
-                           "import sys; from memgym.leaderboard import sandbox; from memgym.cli import main; "
+                           "import sys; from memgym.leaderboard.submissions import sandbox; from memgym.cli import main; "
                            "sandbox.BUBBLEWRAP = 'memgym-test-no-bwrap'; sys.exit(main(sys.argv[1:]))",
                            "leaderboard", "verify", str(submission), "--k", "1", "--sample-seed", "0",
                            "--unsandboxed"], capture_output=True, text=True, timeout=TIME_LIMIT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "isolation: UNSANDBOXED" in done.stdout
-    from memgym.leaderboard import submission as submissions
-    from memgym.leaderboard.verdict import status
+    from memgym.leaderboard.submissions import format as submissions
+    from memgym.leaderboard.submissions.verdict import status
 
     assert status(submissions.load(submission)).endswith(", unsandboxed")

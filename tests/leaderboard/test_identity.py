@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from memgym.leaderboard import jax_tier
-from memgym.leaderboard.code_identity import COMPUTATION, computation_sha256
-from memgym.leaderboard.runner import run
+from memgym.leaderboard.running import jax_tier
+from memgym.leaderboard.running.code_identity import COMPUTATION, computation_sha256
+from memgym.leaderboard.running.runner import run
 from memgym.leaderboard.tracks import TMAZE, Preset
 
 ROOT = Path(__file__).parents[2]
@@ -213,7 +213,7 @@ def test_stamp_adds_the_computation_to_records_made_before_it_and_leaves_other_c
 
     from memgym.cli import main
 
-    from memgym.leaderboard.code_identity import describe_code
+    from memgym.leaderboard.running.code_identity import describe_code
     from memgym.leaderboard.protocol import load_factory
 
     results = tmp_path / "results"

@@ -2,7 +2,7 @@
 factories, code versions, progress of long JAX-tier tasks.
 
 The agents are submissions written as docs/submitting.md says (most in ``agents_for_tests``); the runs go through
-the CLI (``memgym leaderboard run/show``) or :func:`memgym.leaderboard.runner.run`.
+the CLI (``memgym leaderboard run/show``) or :func:`memgym.leaderboard.running.runner.run`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import json
 import pytest
 
 from memgym.cli import main
-from memgym.leaderboard import report, runner
+from memgym.leaderboard.boards import report
+from memgym.leaderboard.running import runner
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Preset
 
@@ -294,7 +295,7 @@ def test_changed_agent_code_is_refused_or_recorded_as_a_new_version(tmp_path, ca
 
 
 def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path, monkeypatch):
-    from memgym.leaderboard import jax_tier
+    from memgym.leaderboard.running import jax_tier
 
     monkeypatch.setattr(jax_tier, "IN_FLIGHT_PROGRESS_STEPS", 10_000)  # in-flight reports for these short cells
     budget = Preset("tiny", (4,), seeds=2, total_steps=40_000, train_window=1000, eval_episodes=4,
@@ -313,7 +314,7 @@ def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path, monkeypatch)
 
 SHARDED = """
 import sys
-from memgym.leaderboard import jax_tier, runner
+from memgym.leaderboard.running import jax_tier, runner
 from memgym.leaderboard.tracks import Preset
 jax_tier.IN_FLIGHT_PROGRESS_STEPS = 10_000  # in-flight reports for these short cells
 budget = Preset("tiny", (4, 8), seeds=1, total_steps=40_000, train_window=1000, eval_episodes=4, max_episode_steps=40)

@@ -1,26 +1,31 @@
-"""Old import paths of moved leaderboard names keep working until memgym 0.3, with a warning naming the new path."""
+"""Old import paths of moved leaderboard names and modules keep working until memgym 0.3, with a warning naming the
+new path."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
+
+from memgym.leaderboard import MOVED_MODULES
 
 NEW_HOMES = {
     "memgym.leaderboard.track": {"memgym.leaderboard.tracks": ("EVALUATION_SEED", "Preset", "Score", "Sweep", "Track")},
     "memgym.leaderboard.cells": {
-        "memgym.leaderboard.planning": ("NUM_ENVS", "Task", "cell_record", "version_label"),
+        "memgym.leaderboard.running.planning": ("NUM_ENVS", "Task", "cell_record", "version_label"),
         "memgym.leaderboard.store": ("CURVE_POINTS", "failure_reason"),
-        "memgym.leaderboard.code_identity": ("code_hash", "code_modules", "describe_agent", "describe_code"),
-        "memgym.leaderboard.any_tier": ("CellFailure",),
+        "memgym.leaderboard.running.code_identity": ("code_hash", "code_modules", "describe_agent", "describe_code"),
+        "memgym.leaderboard.running.any_tier": ("CellFailure",),
     },
-    "memgym.leaderboard.store": {"memgym.leaderboard.planning": ("cell_record",)},
+    "memgym.leaderboard.store": {"memgym.leaderboard.running.planning": ("cell_record",)},
     "memgym.leaderboard.submission": {
-        "memgym.leaderboard.comparison": ("Z", "DETERMINISTIC_GPU", "same_backend", "tolerance", "compare",
+        "memgym.leaderboard.submissions.comparison": ("Z", "DETERMINISTIC_GPU", "same_backend", "tolerance", "compare",
                                           "compare_evaluation", "spreads", "compare_training", "pooled_bias",
                                           "REPRODUCED", "WITHIN_SPREAD", "NOT_REPRODUCED"),
-        "memgym.leaderboard.verification": ("verify",),
-        "memgym.leaderboard.verdict": ("status", "table"),
+        "memgym.leaderboard.submissions.verification": ("verify",),
+        "memgym.leaderboard.submissions.verdict": ("status", "table"),
     },
 }
 MOVED = [(old, name, new) for old, homes in NEW_HOMES.items() for new, names in homes.items() for name in names]
@@ -44,3 +49,27 @@ def test_a_name_that_never_was_there_is_an_attribute_error():
     module = importlib.import_module("memgym.leaderboard.track")
     with pytest.raises(AttributeError, match="module 'memgym.leaderboard.track' has no attribute 'Tracks'"):
         module.Tracks  # noqa: B018
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED_MODULES.items()))
+def test_an_old_module_path_imports_the_moved_module_and_warns_once(old, new):
+    """In a fresh interpreter (this one has imported the old paths already): ``from OLD import NAME`` warns at the
+    import statement's line, gives the module at its new path, and a second import does not warn again."""
+    script = f"""
+import warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import {old} as old_module
+    import {old}
+import {new} as new_module
+assert old_module is new_module, (old_module, new_module)
+assert [str(w.message) for w in caught] == ["{old} is now {new}; the old path stops working in memgym 0.3"], caught
+assert caught[0].category is DeprecationWarning and caught[0].filename == "<string>", caught[0].filename
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
+def test_every_old_module_path_moved_to_a_module_that_exists():
+    for old, new in MOVED_MODULES.items():
+        assert importlib.util.find_spec(new) is not None, new
+        assert old.rpartition(".")[0] == "memgym.leaderboard", old

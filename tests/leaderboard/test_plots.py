@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from memgym.leaderboard import report  # noqa: E402
+from memgym.leaderboard.boards import report  # noqa: E402
 
 AGENTS = 20
 LENGTHS = (16, 32, 64)

@@ -1,4 +1,4 @@
-"""Stored policies (memgym/leaderboard/policies.py): the documented file format, written by the store beside a
+"""Stored policies (memgym/leaderboard/store/policies.py): the documented file format, written by the store beside a
 record, read back only when it is exactly what the record names."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.leaderboard import policies
+from memgym.leaderboard.store import policies
 from memgym.leaderboard.store import ResultsStore
 
 LEAVES = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], np.int32), np.array(True)]

@@ -152,7 +152,7 @@ def test_a_run_resumes_with_an_agent_sized_for_each_task(tmp_path):
     """On a track whose tasks have their own spaces, a cell's record holds the config of the agent built for its
     task: resuming the board with another task compares each record with its own task's config (the agent built
     for tier detection has the check cell's spaces), so the unchanged agent is not taken for a changed one."""
-    from memgym.leaderboard import runner
+    from memgym.leaderboard.running import runner
 
     spec = f"{__name__}:per_task_agent"
     budget = Preset("tiny", ("CountRecallEasy",), seeds=1, total_steps=256, train_window=128, eval_episodes=2)

@@ -59,7 +59,7 @@ def test_a_published_board_is_rebuilt_from_its_records(board, tmp_path, capsys, 
 @pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
 def test_a_published_board_shows_the_plots_its_board_draws(board, tmp_path):
     pytest.importorskip("matplotlib")
-    from memgym.leaderboard import report
+    from memgym.leaderboard.boards import report
     from memgym.leaderboard.tracks import TRACKS
 
     published = json.loads((board / "board.json").read_text())

@@ -20,8 +20,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from memgym.leaderboard import report, runner  # noqa: E402
-from memgym.leaderboard.ray_backend import RayBackend  # noqa: E402
+from memgym.leaderboard.boards import report  # noqa: E402
+from memgym.leaderboard.running import runner
+from memgym.leaderboard.running.ray_backend import RayBackend  # noqa: E402
 from memgym.leaderboard.store import ResultsStore  # noqa: E402
 from memgym.leaderboard.tracks import TMAZE, Preset  # noqa: E402
 
@@ -155,7 +156,7 @@ def test_unreachable_or_malformed_address_fails_fast():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code = (
-        "from memgym.leaderboard.ray_backend import RayBackend\n"
+        "from memgym.leaderboard.running.ray_backend import RayBackend\n"
         "for address in ['127.0.0.1:%d', 'ray://127.0.0.1:%d', 'no-port-here']:\n"
         "    try:\n"
         "        RayBackend(address=address)\n"

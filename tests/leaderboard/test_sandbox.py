@@ -1,4 +1,4 @@
-"""The sandbox's parts (:mod:`memgym.leaderboard.sandbox`): what it says is in force, the environment's
+"""The sandbox's parts (:mod:`memgym.leaderboard.submissions.sandbox`): what it says is in force, the environment's
 allow-list, the resource limits, the probe, a JAX-tier agent trained in the container. Hostile agents against the
 whole verifier: tests/leaderboard/test_hostile_agents.py.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import memgym
-from memgym.leaderboard import isolation, sandbox
+from memgym.leaderboard.submissions import isolation, sandbox
 from tests.leaderboard.test_submissions import JAX_AGENT, MEMGYM, make_submission
 
 LINUX_ROOT = sys.platform.startswith("linux") and os.geteuid() == 0
@@ -132,7 +132,7 @@ def test_limits_follow_the_budget_and_bind_the_process_that_sets_them():
     small = sandbox.Limits(cpu_seconds=30, address_space=2 << 30, file_size=1 << 20, processes=4096)
     done = _python([], f"""
         import os, resource
-        from memgym.leaderboard import sandbox
+        from memgym.leaderboard.submissions import sandbox
 
         sandbox.apply_limits({{sandbox.LIMITS_VARIABLE: {json.dumps(json.dumps(sandbox.asdict(small)))}}})
         print(resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_AS))
@@ -176,7 +176,7 @@ def test_an_accelerator_device_the_user_cannot_open_fails_the_probe(reachable, o
     for pattern in ("accel0", "accel*"):
         done = _python([*reachable, *as_user], f"""
             import json
-            from memgym.leaderboard import sandbox
+            from memgym.leaderboard.submissions import sandbox
 
             sandbox.DEVICES = ({str(devices / pattern)!r},)
             print(json.dumps(sandbox._probe({{"code_dir": None, "spec": None, "protect": []}})))

@@ -19,8 +19,8 @@ from .test_harness import TINY
 SCRIPT = """
 import json, sys
 import jax
-from memgym.leaderboard import runner
-from memgym.leaderboard.jax_tier import JaxCells
+from memgym.leaderboard.running import runner
+from memgym.leaderboard.running.jax_tier import JaxCells
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.tracks import TMAZE, Preset
 budget = Preset("tiny", **json.loads(sys.argv[2]))

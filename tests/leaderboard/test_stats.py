@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.leaderboard.stats import bootstrap_mean_interval, iqm, standard_error, stratified_bootstrap, summarize
+from memgym.leaderboard.boards.stats import bootstrap_mean_interval, iqm, standard_error, stratified_bootstrap, summarize
 
 
 def test_iqm_known_values():
@@ -37,7 +37,7 @@ def test_the_board_iqm_is_rliables_on_the_published_records(board):
 
     from rliable import metrics
 
-    from memgym.leaderboard import report
+    from memgym.leaderboard.boards import report
     from memgym.leaderboard.store import result_order
     from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE
 

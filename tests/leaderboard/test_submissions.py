@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memgym.cli import main
-from memgym.leaderboard import submission
-from memgym.leaderboard.verdict import status
+from memgym.leaderboard.submissions import format as submission
+from memgym.leaderboard.submissions.verdict import status
 from memgym.leaderboard.tracks import TMAZE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def factory(context):
 
 # the forgery of the issue that asked for verification: 12 lines that rewrite the harness's evaluation
 PATCHING_AGENT = RANDOM_AGENT + """
-import memgym.leaderboard.any_tier as any_tier
+import memgym.leaderboard.running.any_tier as any_tier
 
 _evaluate = any_tier.evaluate
 
@@ -276,7 +276,7 @@ def test_a_submission_outside_submissions_is_refused(honest, tmp_path, capsys):
 def test_the_board_shows_metadata_as_text_never_as_markup(honest, tmp_path):
     """Names are restricted to a-z 0-9 . _ - and every other field is refused with markup in it; what reaches
     the HTML board is escaped all the same."""
-    from memgym.leaderboard import report
+    from memgym.leaderboard.boards import report
 
     out = tmp_path / "board"
     report.write_report(None, out, TMAZE, [submission.load(honest)])
@@ -566,7 +566,7 @@ def test_a_cell_that_failed_must_fail_again_and_errors_cross_the_process_boundar
        st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3))
 @settings(max_examples=50, deadline=None)
 def test_messages_round_trip_plain_arrays_of_any_shape(arrays, meta):
-    from memgym.leaderboard.isolation import decode, encode
+    from memgym.leaderboard.submissions.isolation import decode, encode
 
     sent = {f"a{i}": np.arange(int(np.prod(shape)), dtype=np.int64).astype(dtype).reshape(shape)
             for i, (dtype, shape) in enumerate(arrays)}
@@ -578,7 +578,7 @@ def test_messages_round_trip_plain_arrays_of_any_shape(arrays, meta):
 
 
 def test_messages_refuse_objects_and_bytes_no_array_accounts_for():
-    from memgym.leaderboard.isolation import decode, encode
+    from memgym.leaderboard.submissions.isolation import decode, encode
 
     with pytest.raises(TypeError, match="array of Python objects"):
         encode({}, {"x": np.array([object()])})
@@ -689,7 +689,7 @@ def test_files_changed_during_the_verification_make_it_malformed_and_the_agent_o
 
 
 def test_invalid_action_types_are_named():
-    from memgym.leaderboard.any_tier import CellFailure, _checked_actions
+    from memgym.leaderboard.running.any_tier import CellFailure, _checked_actions
 
     with pytest.raises(CellFailure, match="act returned bool actions"):
         _checked_actions(np.ones(2, bool), 2, 4, float("inf"))

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from memgym.cli import main
-from memgym.leaderboard import report, runner
-from memgym.leaderboard.check import check_agent
+from memgym.leaderboard.boards import report
+from memgym.leaderboard.running import runner
+from memgym.leaderboard.submissions.check import check_agent
 from memgym.leaderboard.tracks import POPGYM, POPGYM_REPEAT_PREVIOUS, TMAZE, TRACKS, Preset, get
 
 pytest.importorskip("popgym")

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from memgym.cli import main
-from memgym.leaderboard import tracks, tuning
+from memgym.leaderboard import tracks
+from memgym.leaderboard.boards import tuning
 from memgym.leaderboard.protocol import load_factory, parse_spec
 
 
@@ -75,7 +76,7 @@ def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_su
 def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
     budget = tracks.TMAZE.preset("smoke", values=[4], seeds=1, total_steps=2048)
     specs = tuning.grid_specs("a2c-tiny-gru", {"learning_rate": [1e-3, 1e-4]})
-    from memgym.leaderboard import runner
+    from memgym.leaderboard.running import runner
 
     runner.run(specs[:1], budget, tmp_path, log=lambda _: None)  # the second configuration never ran
     outcome = tuning.select(tmp_path, specs, budget)

@@ -1,5 +1,5 @@
-"""The results store: one JSON file per result of an (agent, swept value, seed) cell, append-only, written
-atomically (the record itself: :func:`memgym.leaderboard.planning.cell_record`).
+"""Stage 4, the results store: one JSON file per result of an (agent, swept value, seed) cell, append-only, written
+atomically (the record itself: :func:`memgym.leaderboard.running.planning.cell_record`).
 
 The layout, the atomic write, the schema and unreadable records: docs/leaderboard_internals.md; the
 fields of a record: docs/submitting.md.
@@ -160,7 +160,7 @@ class ResultsStore:
         folder.mkdir(parents=True, exist_ok=True)
         record = {"schema": SCHEMA_VERSION, **record}
         if isinstance(record.get("policy"), list):
-            from memgym.leaderboard import policies
+            from memgym.leaderboard.store import policies
 
             record["policy"] = policies.write(folder, record["policy"])
         handle, temporary = tempfile.mkstemp(prefix=".cell-", suffix=".json", dir=folder)
@@ -374,4 +374,4 @@ def _fsync_dir(folder: Path) -> None:
         os.close(handle)
 
 
-__getattr__ = forward(__name__, {"cell_record": "memgym.leaderboard.planning.cell_record"})
+__getattr__ = forward(__name__, {"cell_record": "memgym.leaderboard.running.planning.cell_record"})

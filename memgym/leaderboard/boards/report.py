@@ -1,7 +1,7 @@
 """Turn a track's stored cells into its board: Markdown, a static HTML page, JSON and PNG plots.
 
 Agents are ranked by their mean evaluation score over the swept values, with the statistics of
-:mod:`~memgym.leaderboard.stats`; the plot of score against swept value follows thesis Fig. 5.3. The
+:mod:`~memgym.leaderboard.boards.stats`; the plot of score against swept value follows thesis Fig. 5.3. The
 files and how a cell counts: docs/leaderboard_internals.md.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.planning import version_label
-from memgym.leaderboard.stats import summarize
+from memgym.leaderboard.running.planning import version_label
+from memgym.leaderboard.boards.stats import summarize
 from memgym.leaderboard.store import ResultsStore, result_order
 from memgym.leaderboard.tracks import TMAZE, Track
 
@@ -58,9 +58,9 @@ def flags(entry: dict[str, Any], track: Track = TMAZE) -> list[str]:
 def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: Sequence[Any] = ()) -> dict[str, Any]:
     """Summaries per agent version (and per budget, when one store holds several presets), failures and repeats.
 
-    ``submissions`` (:class:`~memgym.leaderboard.submission.Submission` of ``track``) add one
+    ``submissions`` (:class:`~memgym.leaderboard.submissions.format.Submission` of ``track``) add one
     row each, named by the submission, with a ``verified`` cell
-    (:func:`~memgym.leaderboard.verdict.status`); the rows of ``store`` (a reference board, or
+    (:func:`~memgym.leaderboard.submissions.verdict.status`); the rows of ``store`` (a reference board, or
     None) are then marked ``reference``.
 
     A row is one version of one agent under one preset. Its planned cells are the
@@ -70,7 +70,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     no result at all is *missing*, and a row with missing cells is incomplete and
     ranked after every complete row of its preset.
     """
-    from memgym.leaderboard.verdict import status
+    from memgym.leaderboard.submissions.verdict import status
 
     score, sweep = track.score, track.sweep
     worst = float(score.bounds[0])
@@ -164,7 +164,7 @@ VERIFIED_LEGEND = (
 
 def _agreed(status: str) -> bool:
     """Whether a submission's ``verified`` cell is a verdict ``verified`` (``eval 6/6, train 2/2``, ``re-run 2/2
-    of 6``; :func:`~memgym.leaderboard.verdict.status`): every evaluation agreed."""
+    of 6``; :func:`~memgym.leaderboard.submissions.verdict.status`): every evaluation agreed."""
     return status.startswith(("eval ", "re-run "))
 
 

@@ -1,7 +1,7 @@
 """Run a leaderboard: every (agent, swept value, seed) cell of a track, scored by the harness, stored once.
 
-:func:`run` plans the missing cells (:mod:`~memgym.leaderboard.planning`), hands the tasks to a backend
-(:class:`LocalBackend`, or :class:`~memgym.leaderboard.ray_backend.RayBackend` on a cluster) that runs each
+:func:`run` plans the missing cells (:mod:`~memgym.leaderboard.running.planning`), hands the tasks to a backend
+(:class:`LocalBackend`, or :class:`~memgym.leaderboard.running.ray_backend.RayBackend` on a cluster) that runs each
 with :func:`execute`, and alone writes their records to the store. How a run resumes and how an agent's
 failures become failed cells: docs/leaderboard_internals.md.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memgym.leaderboard import any_tier, jax_tier
-from memgym.leaderboard.code_identity import describe_code
-from memgym.leaderboard.planning import Task, cell_record, plan
-from memgym.leaderboard.progress import Progress, listening
+from memgym.leaderboard.running import any_tier, jax_tier
+from memgym.leaderboard.running.code_identity import describe_code
+from memgym.leaderboard.running.planning import Task, cell_record, plan
+from memgym.leaderboard.running.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
@@ -31,7 +31,7 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     ``new_version`` records the cells of an agent whose code or config changed since
     its cells were stored as its next version (without it, such a run raises ``ValueError``).
     ``policies``: store each JAX-tier cell's trained parameters beside its record
-    (:mod:`~memgym.leaderboard.policies`); a submission needs them.
+    (:mod:`~memgym.leaderboard.store.policies`); a submission needs them.
     """
     if cell_timeout is not None:
         check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
@@ -97,7 +97,7 @@ class LocalBackend:
     """Runs tasks one after another in this process (JAX-tier agents compile once each).
 
     ``checkpoints``: a folder where JAX-tier batches keep their training state as they go, so that a batch cut
-    off (a killed process, a machine shut down) resumes where it stopped (:mod:`~memgym.leaderboard.jax_tier`).
+    off (a killed process, a machine shut down) resumes where it stopped (:mod:`~memgym.leaderboard.running.jax_tier`).
     """
 
     def __init__(self, checkpoints: Any = None):

@@ -38,7 +38,7 @@ class _Checks:
 
     def call(self, name: str, function: Callable, *args: Any, block: bool = False) -> Any:
         """``function(*args)`` (and, with ``block``, its JAX arrays computed) within the step timeout."""
-        from memgym.leaderboard.any_tier import CellFailure, _alarm  # the run's alarm: SIGALRM in the main thread
+        from memgym.leaderboard.running.any_tier import CellFailure, _alarm  # the run's alarm: SIGALRM in the main thread
 
         try:
             with _alarm(self.step_timeout):

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memgym.leaderboard import report, runner
+from memgym.leaderboard.boards import report
+from memgym.leaderboard.running import runner
 from memgym.leaderboard.protocol import agent_id, parse_spec
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
 
@@ -83,7 +84,7 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
          track: Track = TMAZE, log: Callable[[str], None] = print, **run_options: Any) -> dict[str, Any]:
     """Run every configuration of ``grid`` for ``agent`` under ``budget`` into the store at ``results``, then select.
 
-    ``run_options`` go to :func:`memgym.leaderboard.runner.run` (``cell_timeout``, ``backend``,
+    ``run_options`` go to :func:`memgym.leaderboard.running.runner.run` (``cell_timeout``, ``backend``,
     ``new_version``; ``policies`` is off unless given: a sweep's trained parameters are not kept). Returns the selection of :func:`select` plus the grid and budget, as written
     to ``<results>/tuning-<agent>.json``.
     """

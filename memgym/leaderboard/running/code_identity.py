@@ -4,9 +4,9 @@
 The code hash covers the factory's module and every module of its own package that it imports, read
 from the source files (:func:`code_modules`). The computation hash covers the jaxprs of the agent's
 ``train`` on the track's environment and of its ``act``
-(:func:`memgym.leaderboard.jax_tier.agent_computation`), canonicalised so that moving, renaming,
+(:func:`memgym.leaderboard.running.jax_tier.agent_computation`), canonicalised so that moving, renaming,
 re-commenting or re-formatting code leaves it as it is. A run treats an agent as the same version as
-stored records when either hash matches and the config is the same (:mod:`~memgym.leaderboard.planning`).
+stored records when either hash matches and the config is the same (:mod:`~memgym.leaderboard.running.planning`).
 """
 
 from __future__ import annotations

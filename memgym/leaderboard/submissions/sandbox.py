@@ -1,6 +1,6 @@
 """What a submitted agent's process can reach: the sandbox ``memgym leaderboard verify`` starts it in.
 
-:class:`~memgym.leaderboard.isolation.AgentProcess` keeps the submitted code out of the process
+:class:`~memgym.leaderboard.submissions.isolation.AgentProcess` keeps the submitted code out of the process
 that counts. This module decides how that child is started, and fails closed: submitted code
 runs with the verifier's own privileges only when the maintainer asks for it by name
 (``unsandboxed``; ``memgym leaderboard verify --unsandboxed``), which the verdict records.
@@ -454,7 +454,7 @@ def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: st
     """Whether the agent's process can run in ``mode`` (started as ``user``): ``{"problem": None or why not,
     "writable": [paths of `protect` (and their folders) it could change]}``.
 
-    Runs ``python -m memgym.leaderboard.sandbox`` exactly as the agent's process will run (:class:`Launch`), with
+    Runs ``python -m memgym.leaderboard.submissions.sandbox`` exactly as the agent's process will run (:class:`Launch`), with
     ``environment``, without importing anything of the submission. It checks that the interpreter runs and imports
     ``entry`` (the module the agent's process starts in: the caller's), that HOME, TMPDIR and the compilation prefix are writable, that the accelerators' devices
     (:data:`DEVICES`) open, that every folder and file of the code folder is readable, and that the module of
@@ -470,7 +470,7 @@ def probe(mode: str, user: User | None, environment: Mapping[str, str], spec: st
     try:
         launch = Launch(mode, user, code, None)
         request = {"spec": spec, "code_dir": launch.code_inside, "protect": paths, "entry": entry}
-        process = launch.popen([sys.executable, "-m", "memgym.leaderboard.sandbox", json.dumps(request)],
+        process = launch.popen([sys.executable, "-m", "memgym.leaderboard.submissions.sandbox", json.dumps(request)],
                                environment, agent=False, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
         try:

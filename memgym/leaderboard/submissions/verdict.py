@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memgym.leaderboard.comparison import NOT_REPRODUCED
-from memgym.leaderboard.sandbox import UNSANDBOXED
-from memgym.leaderboard.submission import VERIFICATION, Submission, digest
+from memgym.leaderboard.submissions.comparison import NOT_REPRODUCED
+from memgym.leaderboard.submissions.sandbox import UNSANDBOXED
+from memgym.leaderboard.submissions.format import VERIFICATION, Submission, digest
 from memgym.leaderboard.tracks import Track
 
 

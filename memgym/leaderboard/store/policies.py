@@ -6,7 +6,7 @@
 the cell's directory and is named by its content, ``policy-<first 16 hex digits of its SHA-256>.npz``;
 the record's ``policy`` field names it and holds its SHA-256, its size and each leaf's dtype and shape,
 so a record and its policy cannot be paired wrongly and a stored file is never replaced. The
-exported ``act`` of the agent (:mod:`memgym.leaderboard.isolation`) takes exactly these leaves.
+exported ``act`` of the agent (:mod:`memgym.leaderboard.submissions.isolation`) takes exactly these leaves.
 
 **Bound.** A policy file may hold at most :data:`LIMIT_BYTES` (64 MiB) — about 16.7M float32
 parameters, nine times the thesis-size AReLiT (1.8M parameters, 6.9 MiB with its critic) — so a

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
-from memgym.leaderboard.planning import NUM_ENVS, Task, cell_record
+from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
+from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.store import failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
@@ -93,7 +93,7 @@ def computation(spec: str, track: Track, budget: Preset, value: Any = None) -> s
 
 
 def agent_computation(agent: Any, track: Track, budget: Preset, value: Any = None) -> str:
-    """The computation hash (:func:`~memgym.leaderboard.code_identity.computation_sha256`) of a JAX-tier agent:
+    """The computation hash (:func:`~memgym.leaderboard.running.code_identity.computation_sha256`) of a JAX-tier agent:
     the jaxprs of its ``train`` on the track's environment for ``budget``'s steps, and of its ``act`` on the
     parameters ``train`` returns, traced for one cell and never run.
 
@@ -109,7 +109,7 @@ def agent_computation(agent: Any, track: Track, budget: Preset, value: Any = Non
     import jax
     import jax.numpy as jnp
 
-    from memgym.leaderboard.code_identity import computation_sha256
+    from memgym.leaderboard.running.code_identity import computation_sha256
     from memgym.leaderboard.protocol import initialize_carry
 
     env = track.jax_env(value)
@@ -215,7 +215,7 @@ class JaxCells:
         cells. The evaluation inputs are ``(inner params, episode keys, policy keys)``."""
         import jax
 
-        from memgym.leaderboard import progress
+        from memgym.leaderboard.running import progress
         from memgym.leaderboard.scoring import progress_sink
 
         keys, params, inner, eval_keys, policy_keys = self.batch(cells, seal)
@@ -311,7 +311,7 @@ def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray,
     :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``, ``value``
     its value of the swept parameter (None: the ``check_cell``'s; it names the action space in messages).
     """
-    from memgym.leaderboard.policies import leaves_of
+    from memgym.leaderboard.store.policies import leaves_of
     from memgym.leaderboard.scoring import counters, sealed
 
     train = counters(env_state, total=track.score.total, units=track.score_units)

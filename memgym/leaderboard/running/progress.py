@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from memgym.leaderboard.planning import Task
+from memgym.leaderboard.running.planning import Task
 from memgym.leaderboard.tracks import Track
 
 

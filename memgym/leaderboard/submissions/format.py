@@ -1,7 +1,7 @@
 """Submissions by pull request, their format: ``submissions/<name>/`` holds an agent, its metadata and the
 results store of its run; :func:`load` reads one and :func:`offline_problems` checks it before any compute.
-Verifying it is :mod:`~memgym.leaderboard.verification`'s job; comparing a re-run with a record,
-:mod:`~memgym.leaderboard.comparison`'s; the verdict on the board, :mod:`~memgym.leaderboard.verdict`'s.
+Verifying it is :mod:`~memgym.leaderboard.submissions.verification`'s job; comparing a re-run with a record,
+:mod:`~memgym.leaderboard.submissions.comparison`'s; the verdict on the board, :mod:`~memgym.leaderboard.submissions.verdict`'s.
 
 The format, the tolerances and what is and is not protected: docs/submitting.md ("Submitting by pull
 request").
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from memgym.deprecation import forward
-from memgym.leaderboard.code_identity import COMPUTATION, code_hash, code_modules
+from memgym.leaderboard.running.code_identity import COMPUTATION, code_hash, code_modules
 from memgym.leaderboard.limits import LIMITS
 from memgym.leaderboard.protocol import agent_id, entry_points, parse_spec
 from memgym.leaderboard.store import CURVE_POINTS, ResultsStore, result_order
@@ -377,9 +377,9 @@ def _inconsistency(record: dict[str, Any], track: Track, budget: Preset) -> str 
 
 
 def _policy_problem(record: dict[str, Any]) -> str | None:
-    """What keeps an ``ok`` JAX-tier record's stored policy from being evaluated (:mod:`~memgym.leaderboard.policies`):
+    """What keeps an ``ok`` JAX-tier record's stored policy from being evaluated (:mod:`~memgym.leaderboard.store.policies`):
     none stored, or a file that is missing, altered, too large or not of the format."""
-    from memgym.leaderboard.policies import PolicyError, read
+    from memgym.leaderboard.store.policies import PolicyError, read
 
     if record["status"] != "ok" or record.get("tier") != "jax":
         return None
@@ -424,10 +424,11 @@ def first_results(submission: Submission) -> dict[tuple[Any, int], dict[str, Any
     return chosen
 
 
-__getattr__ = forward(__name__, {
-    **{name: f"memgym.leaderboard.comparison.{name}" for name in (
+# Names that memgym.leaderboard.submission (this module's old path) held before it was split by job.
+__getattr__ = forward("memgym.leaderboard.submission", {
+    **{name: f"memgym.leaderboard.submissions.comparison.{name}" for name in (
         "Z", "DETERMINISTIC_GPU", "same_backend", "tolerance", "compare", "compare_evaluation", "spreads",
         "compare_training", "pooled_bias", "REPRODUCED", "WITHIN_SPREAD", "NOT_REPRODUCED")},
-    "verify": "memgym.leaderboard.verification.verify",
-    **{name: f"memgym.leaderboard.verdict.{name}" for name in ("status", "table")},
+    "verify": "memgym.leaderboard.submissions.verification.verify",
+    **{name: f"memgym.leaderboard.submissions.verdict.{name}" for name in ("status", "table")},
 })

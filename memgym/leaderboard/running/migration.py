@@ -1,7 +1,7 @@
 """Records made before the computation hash: stamped with it while the code that made them is installed.
 
 A JAX-tier record written by memgym before 0.2 names its agent by code hash alone
-(:mod:`~memgym.leaderboard.code_identity`), so the next edit of the agent's code, however small, makes it
+(:mod:`~memgym.leaderboard.running.code_identity`), so the next edit of the agent's code, however small, makes it
 another version. :func:`stamp` adds the computation hash to each such record whose agent is installed with
 the same code (the same ``code_sha256``) and the same config: that code is the code that made it, so what it
 computes now (traced, never trained) is what made the record. From then on a refactor that keeps what the
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgym.leaderboard.code_identity import COMPUTATION, describe_agent
+from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.tracks import Track
 
@@ -26,8 +26,8 @@ def stamp(results: str | os.PathLike, track: Track, log: Callable[[str], None] =
     """Add the computation hash to the JAX-tier records under ``results`` that lack it and whose agent is
     installed with the code and config that made them; the counts ``{"stamped", "already", "other code",
     "other tier"}``. A record of other code than the installed one is left as it is and named."""
-    from memgym.leaderboard.jax_tier import agent_computation
-    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.running.jax_tier import agent_computation
+    from memgym.leaderboard.running.planning import NUM_ENVS
 
     store = track.store(results)
     counts = {"stamped": 0, "already": 0, "other code": 0, "other tier": 0}

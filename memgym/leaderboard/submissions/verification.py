@@ -1,7 +1,7 @@
-"""``memgym leaderboard verify``: a submission checked offline (:mod:`~memgym.leaderboard.submission`), every
+"""``memgym leaderboard verify``: a submission checked offline (:mod:`~memgym.leaderboard.submissions.format`), every
 JAX-tier cell's stored policy evaluated, a random sample of its cells re-trained where the submitted code
-cannot reach the counting (:mod:`~memgym.leaderboard.isolation`), compared
-(:mod:`~memgym.leaderboard.comparison`), and the verdict written beside it.
+cannot reach the counting (:mod:`~memgym.leaderboard.submissions.isolation`), compared
+(:mod:`~memgym.leaderboard.submissions.comparison`), and the verdict written beside it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.code_identity import COMPUTATION, code_hash
-from memgym.leaderboard.comparison import (NOT_REPRODUCED, REPRODUCED, WITHIN_SPREAD, Z, compare,
+from memgym.leaderboard.running.code_identity import COMPUTATION, code_hash
+from memgym.leaderboard.submissions.comparison import (NOT_REPRODUCED, REPRODUCED, WITHIN_SPREAD, Z, compare,
                                            compare_evaluation, compare_training, pooled_bias, same_backend,
                                            spreads)
 from memgym.leaderboard.store import provenance
-from memgym.leaderboard.submission import (VERIFICATION, Submission, SubmissionError, digest, first_results, load,
+from memgym.leaderboard.submissions.format import (VERIFICATION, Submission, SubmissionError, digest, first_results, load,
                                            offline_problems, relative)
 from memgym.validation import check_real
 
@@ -84,7 +84,7 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
     # fail closed: where no sandbox works, stop here, before any of the agent's code runs (SandboxUnavailable).
     # Any-framework tier: a process per re-run cell; JAX tier: one process exports the act and re-trains the
     # sample, its limits a cell's for each and one more.
-    from memgym.leaderboard import isolation, sandbox
+    from memgym.leaderboard.submissions import isolation, sandbox
 
     limits = sandbox.Limits.for_cells(submission.budget.total_steps, 1 if tier == "any" else len(sample) + 1,
                                       cell_timeout, memory_limit)
@@ -168,10 +168,11 @@ def _computation_problems(submission: Submission, results: dict[tuple[Any, int],
 def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeout: float | None,
                limits: Any, unsandboxed: bool, log: Callable[[str], None]) -> list[tuple[dict, dict] | str]:
     """The sampled cells of an any-framework agent re-run with the agent in a child process (one per cell, in the
-    sandbox, :class:`~memgym.leaderboard.isolation.AgentProcess`) and counted here; per cell its outcome or failure
+    sandbox, :class:`~memgym.leaderboard.submissions.isolation.AgentProcess`) and counted here; per cell its outcome or failure
     reason."""
-    from memgym.leaderboard import any_tier, isolation
-    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.running import any_tier
+    from memgym.leaderboard.submissions import isolation
+    from memgym.leaderboard.running.planning import NUM_ENVS
 
     track, budget = submission.track, submission.budget
     outcomes: list[tuple[dict, dict] | str] = []
@@ -198,9 +199,10 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
     """A JAX-tier submission: every ``ok`` cell's stored policy evaluated here with the agent's exported ``act``
     (the evaluation rows), then the ``sample`` re-trained in the agent's process (the training rows); and what
     the agent computes, per env (``Track.env_key``), as its process traced it."""
-    from memgym.leaderboard import isolation, policies
-    from memgym.leaderboard.jax_tier import cell_outcome, evaluation_figures
-    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.submissions import isolation
+    from memgym.leaderboard.store import policies
+    from memgym.leaderboard.running.jax_tier import cell_outcome, evaluation_figures
+    from memgym.leaderboard.running.planning import NUM_ENVS
     from memgym.leaderboard.scoring import ScoredState, seal_weights
 
     track, budget = submission.track, submission.budget

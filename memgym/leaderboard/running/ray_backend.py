@@ -1,6 +1,6 @@
 """Run leaderboard tasks on a Ray cluster (``memgym leaderboard run --backend ray``).
 
-Each task becomes one Ray task that calls :func:`~memgym.leaderboard.runner.execute` on a worker; the
+Each task becomes one Ray task that calls :func:`~memgym.leaderboard.running.runner.execute` on a worker; the
 driver alone writes the records, so the store keeps its guarantees. Dead workers, bad setups and how
 workers import the agent: docs/leaderboard_internals.md.
 """
@@ -12,8 +12,8 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memgym.leaderboard.planning import Task, cell_record
-from memgym.leaderboard.runner import execute
+from memgym.leaderboard.running.planning import Task, cell_record
+from memgym.leaderboard.running.runner import execute
 from memgym.leaderboard.store import failure_reason
 from memgym.leaderboard.tracks import Preset
 from memgym.validation import check_int, check_real

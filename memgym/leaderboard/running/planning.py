@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memgym.extras import MissingExtra
-from memgym.leaderboard.code_identity import COMPUTATION, describe_agent, describe_code
+from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
 from memgym.leaderboard.store import ResultsStore, failure_reason, provenance
 from memgym.leaderboard.tracks import Preset, Track
@@ -53,7 +53,7 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
     """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed.
 
     ``policy``: the leaves of a JAX-tier cell's trained parameters; :meth:`ResultsStore.write` stores them in a
-    file beside the record (:mod:`memgym.leaderboard.policies`) and the record names it."""
+    file beside the record (:mod:`memgym.leaderboard.store.policies`) and the record names it."""
     track = task.track
     record: dict[str, Any] = {
         "agent": task.spec,
@@ -98,7 +98,7 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     cell; an agent whose factory raised one task whose cells all fail with the reason.
 
     ``computation(spec, env_key)``: what a JAX-tier agent's cells of that env compute on ``budget``
-    (:func:`memgym.leaderboard.jax_tier.computation`); with it, a JAX-tier agent whose code changed since its
+    (:func:`memgym.leaderboard.running.jax_tier.computation`); with it, a JAX-tier agent whose code changed since its
     cells were stored is still the same version if what it computes did not change (:func:`_differences`).
     """
     if not agents:
@@ -222,7 +222,7 @@ def _differences(identity: dict[str, Any], configs: dict[Any, Any] | None, recor
     """What differs between the agent now and the stored records of one version ("" when nothing).
 
     A record is of the same code when its code hash is the agent's now, or, in the JAX tier, when its
-    computation hash (:data:`~memgym.leaderboard.code_identity.COMPUTATION`) is what the agent computes now
+    computation hash (:data:`~memgym.leaderboard.running.code_identity.COMPUTATION`) is what the agent computes now
     (``computed``): code that was moved, renamed or re-commented is the same agent. A record without either
     hash is not compared. The config is compared with the ``ok`` records (a failed record may come from a
     factory that raised) unless the factory raised now: a record's with its value's config where ``configs``

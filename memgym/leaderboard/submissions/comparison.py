@@ -150,7 +150,7 @@ def compare_training(stored: dict[str, Any], rerun: tuple[dict, dict, list] | st
     that value, widened by :func:`tolerance`; outside it the cell is *not reproduced*, which an honest cell
     can be on another backend: the row says it is not conclusive (``"conclusive": False``).
     """
-    from memgym.leaderboard.policies import content_hash
+    from memgym.leaderboard.store.policies import content_hash
 
     name = track.score.name
     row = _cell(stored, track) | {"conclusive": exact}

@@ -1,14 +1,14 @@
 """Agents in a child process, counting in this one: how ``memgym leaderboard verify`` re-runs cells.
 
 The process that scores never imports the submitted code. :class:`AgentProcess` starts
-``python -m memgym.leaderboard.isolation`` with one end of a socket pair; the child imports the
+``python -m memgym.leaderboard.submissions.isolation`` with one end of a socket pair; the child imports the
 agent and answers calls. A message is a JSON header and the raw bytes of plain NumPy arrays
 (:func:`encode`; never a pickle), so nothing the child sends can run code here.
 
 - Any-framework tier: :class:`RemoteAgent` forwards ``act`` and ``observe``; this process steps
-  the Gymnasium env and counts (:func:`memgym.leaderboard.any_tier.train` / ``evaluate``, the
+  the Gymnasium env and counts (:func:`memgym.leaderboard.running.any_tier.train` / ``evaluate``, the
   same functions ``run`` uses).
-- JAX tier: the child trains (:meth:`~memgym.leaderboard.jax_tier.JaxCells.train_cells`) and
+- JAX tier: the child trains (:meth:`~memgym.leaderboard.running.jax_tier.JaxCells.train_cells`) and
   sends back the trained parameters, the final :class:`~memgym.leaderboard.scoring.ScoredState`
   counters and its ``act`` as a serialized computation (``jax.export``, batched over episodes);
   this process evaluates that computation on its own episodes
@@ -110,11 +110,11 @@ def protection(spec: str | None = None, code_dir: str | os.PathLike | None = Non
                protect: Sequence[str | os.PathLike] = (), limits: Any = None,
                unsandboxed: bool = False) -> dict[str, Any]:
     """The protection an :class:`AgentProcess` of agent ``spec`` (code in ``code_dir``) would have if started
-    now (:func:`memgym.leaderboard.sandbox.describe`: ``mode``, ``contained``, ``user``, ``network``, ``limits``,
+    now (:func:`memgym.leaderboard.submissions.sandbox.describe`: ``mode``, ``contained``, ``user``, ``network``, ``limits``,
     ``in_force``, ``unprotected``, ...). Without ``spec``, whether the interpreter and memgym run in the sandbox.
     Like starting an AgentProcess, it makes this process non-dumpable first, and raises
-    :class:`~memgym.leaderboard.sandbox.SandboxUnavailable` where no sandbox works and ``unsandboxed`` is False."""
-    from memgym.leaderboard import sandbox
+    :class:`~memgym.leaderboard.submissions.sandbox.SandboxUnavailable` where no sandbox works and ``unsandboxed`` is False."""
+    from memgym.leaderboard.submissions import sandbox
 
     return sandbox.plan(spec, code_dir, protect, dict(os.environ), limits, unsandboxed, entry=__name__).protection
 
@@ -126,9 +126,9 @@ class AgentProcess:
     error are relayed to this process's standard error, marked ``agent |`` (:func:`_relay`). The
     child leads a process group of its own; :meth:`close` kills the group.
 
-    The child starts in the strongest sandbox that works here (:mod:`memgym.leaderboard.sandbox`:
+    The child starts in the strongest sandbox that works here (:mod:`memgym.leaderboard.submissions.sandbox`:
     bubblewrap's container, else as a separate user), with ``limits``
-    (:class:`~memgym.leaderboard.sandbox.Limits`, set by the child on itself before it imports the
+    (:class:`~memgym.leaderboard.submissions.sandbox.Limits`, set by the child on itself before it imports the
     agent); where none works it is not started (``SandboxUnavailable``) unless ``unsandboxed``.
     ``protect``: paths (besides ``code_dir``) the child must not be able to change, such as the
     submission's folder; those it could are named in :attr:`protection`, the dict
@@ -138,7 +138,7 @@ class AgentProcess:
     def __init__(self, spec: str, code_dir: str | os.PathLike | None = None,
                  environment: dict[str, str] | None = None, protect: Sequence[str | os.PathLike] = (),
                  limits: Any = None, unsandboxed: bool = False):
-        from memgym.leaderboard import sandbox
+        from memgym.leaderboard.submissions import sandbox
 
         # the child allocates accelerator memory as it needs it: the verifier's process holds some of it too
         wanted = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
@@ -152,7 +152,7 @@ class AgentProcess:
             sandbox.Subreaper.open()
         try:
             self.process = self.private.popen(
-                [sys.executable, "-m", "memgym.leaderboard.isolation", str(theirs.fileno()), spec],
+                [sys.executable, "-m", "memgym.leaderboard.submissions.isolation", str(theirs.fileno()), spec],
                 plan.environment | (environment or {}), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True)  # its own process group, killed as a whole
@@ -198,8 +198,8 @@ class AgentProcess:
 
     def close(self) -> None:
         """Kill the agent's process and every process of its group; with a separate user, also what it started
-        and orphaned (re-parented to this process, :class:`~memgym.leaderboard.sandbox.Subreaper`)."""
-        from memgym.leaderboard import sandbox
+        and orphaned (re-parented to this process, :class:`~memgym.leaderboard.submissions.sandbox.Subreaper`)."""
+        from memgym.leaderboard.submissions import sandbox
 
         self.socket.close()
         try:
@@ -286,7 +286,7 @@ def export_jax(process: AgentProcess, track: Track, budget: Preset, value: Any =
     """A JAX-tier agent's batched ``act`` for the parameters its ``train`` returns on ``budget``, exported in its
     process without training (to evaluate stored policies): ``act`` and ``carry`` as :func:`train_jax` returns
     them, ``leaves``, each parameter leaf's ``[dtype, shape]``, and ``computation``, what the agent computes
-    (:func:`~memgym.leaderboard.jax_tier.agent_computation`). ``value``: the cells' value where each value has
+    (:func:`~memgym.leaderboard.running.jax_tier.agent_computation`). ``value``: the cells' value where each value has
     its own env (``Track.env_key``), else None."""
     meta, arrays = process.call({"op": "export_jax", "track": track.name, "budget": track.budget_record(budget),
                                  "value": value}, timeout=timeout)
@@ -355,12 +355,12 @@ def exported_agent(blob: bytes, carry: Sequence[np.ndarray], num_envs: int) -> A
 
 def exported_evaluator(agent: Any, track: Track, budget: Preset, env_value: Any = None):
     """``evaluate(value, seed, params)``: one cell's evaluation arrays ``(success, return, length, invalid)``
-    with the harness's episode and policy keys (:func:`~memgym.leaderboard.jax_tier.evaluation_keys`), as
+    with the harness's episode and policy keys (:func:`~memgym.leaderboard.running.jax_tier.evaluation_keys`), as
     ``run`` evaluates in-process; compiled once for every cell of ``budget`` whose env is ``env_value``'s
     (``Track.env_key``)."""
     import jax
 
-    from memgym.leaderboard.jax_tier import evaluation_keys, evaluation_policy_keys
+    from memgym.leaderboard.running.jax_tier import evaluation_keys, evaluation_policy_keys
     from memgym.leaderboard.scoring import evaluate_jax
 
     steps = track.evaluation_steps(budget, env_value)
@@ -409,7 +409,7 @@ def serve(fd: int, spec: str) -> None:
 
 
 def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str, Any]):
-    from memgym.leaderboard.planning import NUM_ENVS
+    from memgym.leaderboard.running.planning import NUM_ENVS
     from memgym.leaderboard.protocol import load_factory, tier
 
     op = meta["op"]
@@ -443,8 +443,8 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
                num_envs: int, tier: Any):
     import jax
 
-    from memgym.leaderboard import progress
-    from memgym.leaderboard.jax_tier import JaxCells
+    from memgym.leaderboard.running import progress
+    from memgym.leaderboard.running.jax_tier import JaxCells
     from memgym.leaderboard.scoring import COUNTERS
 
     value = track.env_key(cells[0][0])
@@ -474,7 +474,7 @@ def _export_jax(factory: Any, track: Track, budget: Preset, num_envs: int, tier:
     training: the parameters' structure comes from tracing ``train`` abstractly (``jax.eval_shape``)."""
     import jax
 
-    from memgym.leaderboard.jax_tier import JaxCells, agent_computation
+    from memgym.leaderboard.running.jax_tier import JaxCells, agent_computation
     from memgym.leaderboard.scoring import seal_weights
 
     agent = factory(track.context(num_envs=num_envs, seed=0, total_steps=budget.total_steps, value=value))
@@ -527,7 +527,7 @@ def _exported_act(agent: Any, track: Track, params: Any, arrays: dict[str, np.nd
 
 
 if __name__ == "__main__":
-    from memgym.leaderboard.sandbox import apply_limits
+    from memgym.leaderboard.submissions.sandbox import apply_limits
 
     apply_limits(os.environ)  # before the agent's code is imported: it and all it starts inherit them
     serve(int(sys.argv[1]), sys.argv[2])

@@ -17,9 +17,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from memgym.leaderboard import progress
-from memgym.leaderboard.code_identity import describe_agent, describe_code
-from memgym.leaderboard.planning import NUM_ENVS, Task, cell_record
+from memgym.leaderboard.running import progress
+from memgym.leaderboard.running.code_identity import describe_agent, describe_code
+from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
 from memgym.leaderboard.store import CURVE_POINTS, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
