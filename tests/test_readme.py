@@ -41,7 +41,8 @@ def test_the_readme_quickstart_is_what_ci_runs():
 
 
 #: README commands that another test runs as the README types them (it reads them from the README), so that
-#: they do not run twice: the CPU-sized Memory Maze run (minutes) is tests/envs/test_memory_maze.py's.
+#: they do not run twice: the CPU-sized Memory Maze run (minutes) is tests/envs/test_memory_maze.py's (an
+#: extended test).
 RUN_BY_OTHER_TESTS = ("memgym train --preset memory-maze-arelit",)
 
 

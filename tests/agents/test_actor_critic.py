@@ -51,7 +51,10 @@ def test_replay_from_stored_carries_reproduces_acting(memory):
     assert truncated.any() and np.all(np.asarray(rollout.final_value)[~truncated] == 0)
 
 
-@pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit", "tiny-relit", "tiny-deltanet"])
+# A recurrent carry (GRU) and a monoid's (AReLiT) in CI; ReLiT's and DeltaNet's, the same property on other carries,
+# about 50 s each, in the extended tests.
+@pytest.mark.parametrize("memory", ["tiny-gru", "tiny-arelit", pytest.param("tiny-relit", marks=pytest.mark.extended),
+                                    pytest.param("tiny-deltanet", marks=pytest.mark.extended)])
 @pytest.mark.slow(seconds=70)
 def test_replay_in_checkpointed_chunks_equals_the_whole_replay(memory):
     """``replay_chunk_size`` changes memory and compute only: the logits, values and loss gradients of a

@@ -284,7 +284,8 @@ def test_every_memory_maze_preset_is_a_valid_config():
     assert [resolve_memory(f"memory-maze-gtrxl-{m}")[1]["memory_size"] for m in (64, 128, 256)] == [64, 128, 256]
 
 
-@pytest.mark.parametrize("preset", ["memory-maze-lstm", "memory-maze-gtrxl-256"])
+# GTrXL-256's run (the same command and trainer, another model family, 100 s of compiling) is an extended test.
+@pytest.mark.parametrize("preset", ["memory-maze-lstm", pytest.param("memory-maze-gtrxl-256", marks=pytest.mark.extended)])
 @pytest.mark.slow(seconds=59)
 def test_train_presets_run_on_a_small_memory_maze(preset, tmp_path):
     """The thesis Memory Maze presets of each model family train two PPO updates from the command line, at the
@@ -320,10 +321,10 @@ def readme_memory_maze_command() -> list[str]:
 
 
 @pytest.mark.slow(seconds=200)
-def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, capsys):
+@pytest.mark.extended  # minutes of compiling the thesis AReLiT; the presets' CI run: the test above
+def test_the_guides_cpu_sized_run_end_to_end(tmp_path, capsys):
     """The guide's CPU-sized Memory Maze run, as the guide types it (`memgym train --preset memory-maze-arelit`:
-    11x11, the thesis AReLiT), then the same preset refusing 100,000 environments before building them (both
-    memory figures, the flag and the largest number that fits; no run directory left)."""
+    11x11, the thesis AReLiT): the memory figures of its build, the time split, the metrics and the plot."""
     import re
 
     from memgym.cli import main
@@ -338,6 +339,15 @@ def test_cpu_sized_run_end_to_end_and_the_refusal_of_what_cannot_fit(tmp_path, c
                      printed), printed
     assert re.search(r"\(env \d+ s  acting \d+ s  learning \d+ s\)", printed), printed
     assert (out / "metrics.csv").exists() and (out / "learning_curve.png").exists()
+
+
+@pytest.mark.slow(seconds=20)
+def test_the_guides_preset_refuses_what_cannot_fit_before_building_it(tmp_path, capsys):
+    """The guide's preset asked for 100,000 environments is refused before any is built: both memory figures, the
+    flag and the largest number that fits; no run directory left."""
+    import re
+
+    from memgym.cli import main
 
     refused = tmp_path / "refused"
     assert main(["train", "--preset", "memory-maze-arelit", "--num-envs", "100000", "--steps", "2e7",
