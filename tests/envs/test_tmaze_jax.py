@@ -155,6 +155,7 @@ def _rollout(params, key, policy: str, steps: int):
     return run(key)
 
 
+@pytest.mark.slow(seconds=13)
 def test_vmap_over_mixed_lengths_matches_per_length_runs_and_reports_episode_stats():
     lengths = np.array([1, 5, 120, 200, 37])
     params = tmaze_params(corridor_length=lengths)

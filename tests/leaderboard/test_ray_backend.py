@@ -117,6 +117,7 @@ def test_killed_worker_is_retried_without_losing_or_duplicating_cells(cluster, t
     assert np.mean([r["eval"]["success_rate"] for r in records]) == 1.0  # the oracle, retried to completion
 
 
+@pytest.mark.slow(seconds=10)  # it needs the Ray cluster, which takes about 10 s to start
 def test_worker_dead_after_all_retries_is_recorded_as_failed(cluster, tmp_path):
     no_retry = RayBackend(num_cpus=1, max_retries=0)
     budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
@@ -126,6 +127,7 @@ def test_worker_dead_after_all_retries_is_recorded_as_failed(cluster, tmp_path):
     assert "Ray task failed after 0 retries" in record["reason"]
 
 
+@pytest.mark.slow(seconds=10)  # it needs the Ray cluster, which takes about 10 s to start
 def test_resources_no_node_has_are_refused_before_anything_runs(cluster):
     with pytest.raises(ValueError, match=r"no Ray node can run a task that needs num_cpus=1, num_gpus=1"):
         RayBackend(num_gpus=1)
