@@ -178,8 +178,8 @@ def test_multidiscrete_samples_contains_and_converts():
     assert gymnasium_space(space) == gym.spaces.MultiDiscrete([3, 5]) and repr(space) == "MultiDiscrete([3, 5])"
 
 
-@pytest.mark.parametrize("name", ["BattleshipEasy", pytest.param("MultiarmedBanditEasy", marks=pytest.mark.slow),
-                                  pytest.param("MineSweeperEasy", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["BattleshipEasy", "MultiarmedBanditEasy", "MineSweeperEasy"])
+@pytest.mark.slow(seconds=12)
 def test_the_gymnasium_adapters_pass_check_env_and_take_multidiscrete_batches(name):
     env = GAME_TASKS[name]()
     with warnings.catch_warnings():

@@ -51,7 +51,6 @@ from memgym.envs.popgym_jax.labyrinth import (  # noqa: E402
 
 NAMES = list(LABYRINTH_TASKS)
 # each task at Easy in the fast tier, every difficulty in the slow one
-TIERED = [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow(seconds=15)) for name in NAMES]
 MOVES = {0: (0, -1), 1: (0, 1), 2: (-1, 0), 3: (1, 0)}
 
 
@@ -109,7 +108,8 @@ def start_from_popgym(env, upstream):
 # parity
 
 
-@pytest.mark.parametrize("name", TIERED)
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow(seconds=15)  # every difficulty (Easy 12-13 s: over the fast tier's 10 s)
 def test_lockstep_with_popgym_is_exact(name):
     """Every observation, reward, end flag, return and length equal to popgym's, at every difficulty, episodes
     ending by the exit (Escape) or by every cell visited (Explore) and by the step limit; thousands of steps."""
