@@ -57,5 +57,10 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def forward_modules(moved: Mapping[str, str]) -> None:
     """Keep each old dotted module path of ``moved`` importable (``import``, ``from … import``) as the module at its
-    new path, warning with the new path on the first import."""
-    sys.meta_path.insert(0, _MovedModules(moved))
+    new path, warning with the new path on the first import. Calling it again (a reloaded package) adds nothing
+    twice: the paths join the one finder already installed."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _MovedModules)), None)
+    if finder is None:
+        sys.meta_path.insert(0, _MovedModules(moved))
+    else:
+        finder.moved.update(moved)
