@@ -635,13 +635,17 @@ def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
                              "as its next version (a new row, NAME@v2) instead of refusing")
 
 
-TRACK_HELP = ("tmaze (default) | popgym-repeat-previous (its difficulties) | popgym (the monoid paper's four POPGym "
-              "tasks); each has its own board")
+def _track_help() -> str:
+    """``--track``'s help: every registered track's name."""
+    from memgym.leaderboard.tracks import TRACKS  # no JAX
+
+    return (" | ".join(f"{name} (default)" if name == "tmaze" else name for name in TRACKS)
+            + "; each has its own board (`memgym leaderboard list` describes them)")
 
 
 def _add_cell_flags(parser: argparse.ArgumentParser, results_default: str) -> None:
     """The flags of every leaderboard command that runs cells: track, results, values, budget, backend."""
-    parser.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    parser.add_argument("--track", default="tmaze", help=_track_help())
     parser.add_argument("--results", default=None, help=f"results directory (resumes if it exists; {results_default})")
     parser.add_argument("--values", "--corridor-lengths", dest="values", type=_values, default=None,
                         help="values of the track's swept parameter, e.g. 120,140,160 (tmaze corridor lengths), "
@@ -717,7 +721,7 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     from memgym.leaderboard.tracks import TRACKS  # no JAX
 
     board = sub.add_parser("leaderboard", help="score agents on a track (default: T-Maze success across corridor "
-                                                "lengths; also popgym-repeat-previous and popgym)")
+                                                "lengths; also the POPGym tracks: `memgym leaderboard list`)")
     board_sub = board.add_subparsers(dest="leaderboard_command", required=True)
     run = board_sub.add_parser("run", help="train and evaluate agents; results are stored and never overwritten")
     run.add_argument("--agent", action="append", required=True,
@@ -748,13 +752,13 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     _add_cell_flags(tune, "default: leaderboard-results-tuning for tmaze")
     tune.set_defaults(func=cmd_leaderboard_tune)
     show = board_sub.add_parser("show", help="print the ranked table of stored results")
-    show.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    show.add_argument("--track", default="tmaze", help=_track_help())
     show.add_argument("--results", default=None, help="default: the track's results directory")
     show.add_argument("--submissions", default=None, metavar="DIR",
                       help="add the submissions under DIR (e.g. submissions), each a row with its verified status")
     show.set_defaults(func=cmd_leaderboard_show)
     rep = board_sub.add_parser("report", help="write LEADERBOARD.md, index.html, board.json and plots")
-    rep.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    rep.add_argument("--track", default="tmaze", help=_track_help())
     rep.add_argument("--results", default=None, help="default: the track's results directory")
     rep.add_argument("--out", default=None,
                      help="output directory (default: docs/leaderboard for tmaze, docs/leaderboard-<track> otherwise)")
@@ -787,7 +791,7 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     ver.set_defaults(func=cmd_leaderboard_verify)
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
-    chk.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    chk.add_argument("--track", default="tmaze", help=_track_help())
     chk.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps of the check (JAX tier)")
     chk.add_argument("--step-timeout", type=_bounded("--step-timeout"), default=DEFAULT_STEP_TIMEOUT,
                      metavar="SECONDS", help=f"wall-clock limit of each call into the agent (its factory, train, "
@@ -797,7 +801,7 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     stm = board_sub.add_parser("stamp", help="add what each JAX-tier agent computes to records made before memgym "
                                              "0.2 (which name their agent by code hash alone), where the installed "
                                              "code is the code that made them")
-    stm.add_argument("--track", default="tmaze", help=TRACK_HELP)
+    stm.add_argument("--track", default="tmaze", help=_track_help())
     stm.add_argument("--results", required=True, help="the results directory (or a submission's results/)")
     stm.set_defaults(func=cmd_leaderboard_stamp)
     lst = board_sub.add_parser("list", help="registered agents, tracks and presets")

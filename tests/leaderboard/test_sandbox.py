@@ -158,6 +158,30 @@ def test_limits_follow_the_budget_and_bind_the_process_that_sets_them():
     assert lines[3].startswith("file stopped")
 
 
+def test_a_folder_the_agent_user_cannot_enter_above_the_interpreter_is_named():
+    """A pyenv Python under a ``/root`` of mode 700 cannot be started as the agent's user: the refusal names the
+    folder and how to open it (a searchable folder, or one the user owns, is not named)."""
+    user = sandbox.User("agent", 54321, 54321)
+    base = Path(tempfile.mkdtemp())
+    try:
+        os.chmod(base, 0o755)
+        python = base / "home" / ".pyenv" / "bin" / "python3"
+        python.parent.mkdir(parents=True)
+        python.touch()
+        os.chmod(base / "home", 0o700)
+        said = sandbox.closed_folder(user, [python])
+        assert said is not None and f"cannot enter {base / 'home'} (mode 700)" in said
+        assert f"chmod o+x {base / 'home'}" in said
+        os.chmod(base / "home", 0o711)
+        assert sandbox.closed_folder(user, [python]) is None
+        os.chmod(base / "home", 0o700)
+        if os.geteuid() == 0:  # a folder of the agent's own is open to it
+            os.chown(base / "home", user.uid, user.gid)
+            assert sandbox.closed_folder(user, [python]) is None
+    finally:
+        shutil.rmtree(base)
+
+
 @needs_root
 def test_an_accelerator_device_the_user_cannot_open_fails_the_probe(reachable, open_folder):
     """The probe, run as the separate user, refuses an accelerator device it cannot open (the agent would train

@@ -637,10 +637,38 @@ def plan(spec: str | None, code_dir: str | os.PathLike | None, protect: Sequence
                             describe(SEPARATE_USER, user, non_dumpable, used, withheld, answer["writable"],
                                      problems[-1]))
             problems.append(f"as user {user.name!r}: {answer['problem']}")
+        closed = closed_folder(user)
+        if closed is not None:
+            problems.append(closed)
     raise SandboxUnavailable(
         "the agent's process cannot be sandboxed here, so none of its code was run: " + "; ".join(problems)
         + ". Install bubblewrap (apt install bubblewrap, dnf install bubblewrap), or verify as root, or pass "
         f"--unsandboxed to run it as {verifier_user()}, with your privileges (the verdict then says so).")
+
+
+def closed_folder(user: User | None, targets: Sequence[str | os.PathLike] | None = None) -> str | None:
+    """Why ``user`` cannot reach ``targets`` (default: this interpreter and the folder of the packages it imports),
+    where the reason is a folder above one of them that ``user`` cannot enter (``/root`` of mode 700 above a pyenv
+    Python, say), else None: both sandboxed modes run the agent's process as ``user`` with this interpreter."""
+    if user is None:
+        return None
+    import sysconfig
+
+    if targets is None:
+        targets = (os.path.realpath(sys.executable), sysconfig.get_paths()["purelib"])
+    for target in targets:
+        for folder in reversed(Path(target).parents):
+            try:
+                info = folder.stat()
+            except OSError:
+                continue
+            searchable = (info.st_mode & stat.S_IXOTH or (info.st_uid == user.uid and info.st_mode & stat.S_IXUSR)
+                          or (info.st_gid == user.gid and info.st_mode & stat.S_IXGRP))
+            if not searchable:
+                return (f"user {user.name!r} cannot enter {folder} (mode {stat.S_IMODE(info.st_mode):o}), which holds "
+                        f"{target}: make it searchable (chmod o+x {folder}) or install Python where every user can "
+                        "read it")
+    return None
 
 
 def _with_own_processes(limits: Limits, uid: int) -> Limits:
