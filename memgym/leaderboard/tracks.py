@@ -547,7 +547,10 @@ def popgym_tasks_track(name: str, title: str, families: Sequence[str], check_tas
                        cpu_seeds: int = 3) -> Track:
     """A track whose columns are the POPGym tasks of ``families`` (every difficulty; presets ``smoke`` and ``cpu``
     (``cpu_seeds`` seeds) at Easy, ``standard`` at all three), scored by the normalized return averaged over tasks,
-    both tiers; ``memgym leaderboard check`` runs ``check_task`` (default: the first family at Easy)."""
+    both tiers; ``memgym leaderboard check`` runs ``check_task`` (default: the first family at Easy).
+
+    Preset ``cpu-tune`` is ``cpu``'s tuning sweep (``memgym leaderboard tune``): the same tasks at half its
+    budget (as the thesis's Table A.1 sweep is half its runs), one seed, 100, disjoint from the board's."""
     easy = tuple(family + "Easy" for family in families)
     every = tuple(family + difficulty for family in families for difficulty in DIFFICULTIES)
     return Track(
@@ -560,6 +563,8 @@ def popgym_tasks_track(name: str, title: str, families: Sequence[str], check_tas
         presets=_presets(
             Preset("smoke", easy, seeds=2, total_steps=100_000, train_window=20_000, eval_episodes=64),
             Preset("cpu", easy, seeds=cpu_seeds, total_steps=500_000, train_window=50_000, eval_episodes=100),
+            Preset("cpu-tune", easy, seeds=1, total_steps=250_000, train_window=50_000, eval_episodes=100,
+                   first_seed=100),
             Preset("standard", every, seeds=5, total_steps=5_000_000, train_window=100_000, eval_episodes=100),
         ),
         default_preset="standard",

@@ -143,7 +143,10 @@ def test_segment_loss_ignores_padding():
     np.testing.assert_allclose(clean[1]["q_mean"], dirty[1]["q_mean"], rtol=1e-6)
 
 
-@pytest.mark.slow
+# Extended: TBB DQN learning the T-Maze runs in CI as tests/agents/test_learning.py's (this repeats it vmapped over
+# corridor lengths, which CI tests with A2C in tests/agents/test_actor_critic.py).
+@pytest.mark.slow(seconds=56)
+@pytest.mark.extended
 def test_learns_tmaze_with_tbb_vmapped_over_corridor_lengths():
     """One compiled ``jit(vmap(train))`` call trains two seeds on corridors of length 2 and 4.
 

@@ -44,7 +44,9 @@ def test_host_loop_rejects_mismatched_envs():
         HostLoop(trainer, vector_env(8, gym.vector.AutoresetMode.NEXT_STEP))
 
 
-@pytest.mark.slow
+# Extended: the host loop learning the short maze runs in CI with A2C (the test above); this repeats it with DQN.
+@pytest.mark.slow(seconds=35)
+@pytest.mark.extended
 def test_dqn_host_loop_learns_the_short_maze():
     from memgym.agents.dqn import DQNTrainer
 

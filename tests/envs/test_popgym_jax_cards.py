@@ -41,12 +41,6 @@ EASY = [task + "Easy" for task in TASKS]
 PAPER_TASKS = ("RepeatFirst", "RepeatPrevious", "CountRecall")
 
 
-def tiered(names):
-    """``names`` as pytest params, every task's Medium and Hard marked slow (each such test takes 3-10 s, mostly
-    compiling): the fast tier checks each task at Easy, the slow tier every difficulty."""
-    return [pytest.param(name, marks=() if name.endswith("Easy") else pytest.mark.slow) for name in names]
-
-
 def need_popgym():
     return pytest.importorskip("popgym.envs")
 
@@ -184,8 +178,8 @@ def lockstep(name: str, steps: int, seed: int, prev_action: bool = True, env: Po
 # parity
 
 
-@pytest.mark.slow(seconds=110)
-@pytest.mark.parametrize("name", tiered(NAMES))
+@pytest.mark.slow(seconds=8)  # each task and difficulty: 3-8 s on the 2-core CPU
+@pytest.mark.parametrize("name", NAMES)
 def test_parity_with_popgym(name):
     """4,000 steps of every task and difficulty in lockstep with popgym: observations exact, each
     reward popgym's float64 reward rounded once to float32, flags equal, the running and the final

@@ -191,6 +191,10 @@ def test_the_suite_holds_every_family_in_jax_and_the_groups_are_popgyms_own_tags
         assert track.name == f"popgym-{group}" and track.tiers == ("jax", "any")
         assert track.presets["cpu"].values == tuple(family + "Easy" for family in tracks.POPGYM_GROUPS[group])
         assert len(track.presets["standard"].values) == 3 * len(tracks.POPGYM_GROUPS[group])
+    for track in (tracks.POPGYM, tracks.POPGYM_SUITE, *tracks.POPGYM_GROUP_TRACKS.values()):
+        board, sweep = track.presets["cpu"], track.presets["cpu-tune"]  # the sweep: the board's tasks, half its
+        assert sweep.values == board.values and sweep.total_steps * 2 == board.total_steps  # budget, other seeds
+        assert set(sweep.seed_range).isdisjoint(board.seed_range)
 
 
 @pytest.mark.parametrize("task, good, bad", [
