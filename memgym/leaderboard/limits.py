@@ -11,6 +11,7 @@ MAX_TOTAL_STEPS = 2**31 - 1
 POSITIVE = Limit(1, 2**31 - 1, True, "2**31-1: counts are int32 inside jit")
 STEPS = Limit(1, MAX_TOTAL_STEPS, True, "2**31-1: the JAX tier counts a cell's steps in int32")
 SEEDS = Limit(1, 1000, True, "the seeds of a value train as one batch")
+SEEDS_PER_BATCH = Limit(1, 1000, True, "a batch holds at most a value's seeds")
 EVAL_EPISODES = Limit(1, 1000, True, "evaluation seeds are 2000003 + 1000*value + episode: more episodes would "
                                      "replay the next value's")
 FIRST_SEED = Limit(0, 2**31 - 1000, True, "a cell's training key is jax.random.key(seed): seeds are int32")
@@ -21,7 +22,8 @@ GPUS = Limit(0, 1024, False)
 # ``memgym leaderboard check``: each call into the agent (a JAX call's compilation included) must return by then.
 DEFAULT_STEP_TIMEOUT = 120.0
 
-LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--first-seed": FIRST_SEED, "--eval-episodes": EVAL_EPISODES,
+LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--seeds-per-batch": SEEDS_PER_BATCH, "--first-seed": FIRST_SEED,
+          "--eval-episodes": EVAL_EPISODES,
           "--cell-timeout": SECONDS,
           "--step-timeout": SECONDS, "--memory-limit": Limit(0, 1 << 20, False, "GiB of address space", open_low=True),
           "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}

@@ -314,8 +314,10 @@ def test_a_jax_agent_that_patches_the_env_at_trace_time_fails_verification(tmp_p
 
 @pytest.mark.slow
 def test_an_honest_jax_submission_reproduces_exactly(tmp_path, capsys):
+    # run one seed per batch: the verification re-trains each cell in a batch of the size its record names
     folder = make_submission(tmp_path, "jax-random", JAX_AGENT.format(forge_counters=False, patch_env=False),
-                             "jax_random", framework="JAX")
+                             "jax_random", grid=[*GRID, "--seeds-per-batch", "1"], framework="JAX")
+    assert {json.loads(path.read_text())["batch"] for path in (folder / "results").rglob("seed*.json")} == {1}
     code, out, verdict = verify(folder, "--k", "all", "--sample-seed", "0", capsys=capsys)
     assert code == 0, out
     assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])

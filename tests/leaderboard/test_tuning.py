@@ -136,3 +136,34 @@ def test_first_seed_trains_and_scores_the_seeds_it_names(tmp_path, capsys):
         main([*argv[:-2], "--first-seed", "-1", "--results", str(tmp_path / "other")])
     assert refused.value.code == 2 and not (tmp_path / "other").exists()
     assert "--first-seed must be an integer >= 0, got first_seed=-1" in capsys.readouterr().err
+
+
+@pytest.mark.slow(seconds=14)
+def test_seeds_per_batch_trains_a_values_seeds_in_smaller_batches_of_the_same_board(tmp_path, capsys):
+    """``--seeds-per-batch 1``: each seed of a value is its own batch (its record says so, for a verification to
+    re-train it alike), the cells are the preset's, and a run without the flag finds them stored."""
+    results = tmp_path / "r"
+    argv = ["leaderboard", "run", "--agent", "a2c-tiny-mlp", "--preset", "smoke", "--values", "4", "--seeds", "3",
+            "--steps", "2048", "--eval-episodes", "8", "--results", str(results)]
+    assert main([*argv, "--seeds-per-batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "L=4 seeds [0, 1]: training" in out and "L=4 seeds [2]: training" in out
+    records = sorted(tracks.TMAZE.records(tracks.TMAZE.store(results)), key=lambda r: r["seed"])
+    assert [(r["seed"], r["batch"], r["status"]) for r in records] == [(0, 2, "ok"), (1, 2, "ok"), (2, 1, "ok")]
+    [entry] = json.loads((results / "board.json").read_text())["entries"]
+    assert entry["cells"]["planned"] == 3 and entry["cells"]["ok"] == 3 and entry["complete"]
+    assert main(argv) == 0
+    assert "all 3 seeds stored, skipping" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main([*argv[:-2], "--seeds-per-batch", "0", "--results", str(tmp_path / "other")])
+    assert refused.value.code == 2 and not (tmp_path / "other").exists()
+    assert "--seeds-per-batch must be a positive integer, got seeds_per_batch=0" in capsys.readouterr().err
+
+
+def test_a_verification_retrains_a_cell_in_a_batch_of_the_size_its_record_names():
+    from memgym.leaderboard.submissions.verification import trained_batch
+
+    budget = tracks.TMAZE.presets["smoke"]  # 2 seeds
+    assert [trained_batch(record, budget) for record in ({"batch": 1}, {"batch": 2}, {})] == [1, 2, 2]
+    # a batch the budget cannot have held (the whole grid on several devices, or nonsense): the budget's seeds
+    assert [trained_batch({"batch": size}, budget) for size in (6, 0, 1.5, "1", True)] == [2] * 5

@@ -67,6 +67,8 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
         "wall_time_s": seconds,
         "provenance": provenance(),
     }
+    if task.kind == "jax":  # XLA's numbers depend on a batch's size: a verification re-trains at this one
+        record["batch"] = len(task.cells)
     if reason is not None:
         record["reason"] = reason
     else:
@@ -86,7 +88,7 @@ def version_label(spec: str, version: int) -> str:
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,
          whole_grid: bool = False, new_version: bool = False, log=lambda line: None,
-         computation: Callable[[str, Any], str] | None = None) -> list[Task]:
+         computation: Callable[[str, Any], str] | None = None, seeds_per_batch: int | None = None) -> list[Task]:
     """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result of the agent's version.
 
     ``repeat`` plans finished cells again (their new results are stored as
@@ -95,7 +97,9 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     run raises ``ValueError``). A JAX-tier agent gets one task per value of the
     swept parameter, or one for its whole grid with ``whole_grid`` (fewer, larger
     batches: what several devices want; not on a track whose values have their own env); an any-framework agent one task per
-    cell; an agent whose factory raised one task whose cells all fail with the reason.
+    cell; an agent whose factory raised one task whose cells all fail with the reason. ``seeds_per_batch``: a
+    JAX-tier agent's missing seeds of a value are split into tasks of at most that many (on a CPU, where
+    vmapping seeds gains little, one seed per batch trains each seed sooner; ignored with ``whole_grid``).
 
     ``computation(spec, env_key)``: what a JAX-tier agent's cells of that env compute on ``budget``
     (:func:`memgym.leaderboard.running.jax_tier.computation`); with it, a JAX-tier agent whose code changed since its
@@ -126,7 +130,9 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
             elif kind == "any":
                 tasks += [Task(spec, kind, (cell,), track, version) for cell in missing]
             elif missing:
-                tasks.append(Task(spec, kind, tuple(missing), track, version))
+                size = seeds_per_batch or len(missing)
+                tasks += [Task(spec, kind, tuple(missing[i:i + size]), track, version)
+                          for i in range(0, len(missing), size)]
         if grid:
             tasks.append(Task(spec, kind, tuple(grid), track, version, reason))
     return tasks

@@ -18,12 +18,13 @@ from memgym.leaderboard.running.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
-from memgym.validation import check_real
+from memgym.validation import check_int, check_real
 
 
 def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = TMAZE,
         log: Callable[[str], None] = print, cell_timeout: float | None = None, repeat: bool = False,
-        backend: Any = None, new_version: bool = False, policies: bool = True) -> ResultsStore:
+        backend: Any = None, new_version: bool = False, policies: bool = True,
+        seeds_per_batch: int | None = None) -> ResultsStore:
     """Fill every missing cell of ``agents`` × ``budget`` of ``track`` into the store at ``results``.
 
     ``backend`` runs the tasks (default :class:`LocalBackend`); whatever it is, this
@@ -32,7 +33,11 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     its cells were stored as its next version (without it, such a run raises ``ValueError``).
     ``policies``: store each JAX-tier cell's trained parameters beside its record
     (:mod:`~memgym.leaderboard.store.policies`); a submission needs them.
+    ``seeds_per_batch``: train a JAX-tier agent's seeds of a value in batches of at most that many (default: all
+    of them in one vmapped batch; :func:`~memgym.leaderboard.running.planning.plan`).
     """
+    if seeds_per_batch is not None:
+        check_int("seeds_per_batch", seeds_per_batch, 1)
     if cell_timeout is not None:
         check_real("cell_timeout", cell_timeout, 0.0, include_low=False)
     track.check(budget)
@@ -43,9 +48,10 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     store = track.store(results)
     for _ in track.records(store):  # refuses a directory that holds another track's results
         pass
-    whole_grid = "jax" in track.tiers and _several_devices()
+    whole_grid = "jax" in track.tiers and seeds_per_batch is None and _several_devices()
     tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
-                 log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key))
+                 log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key),
+                 seeds_per_batch=seeds_per_batch)
     for spec in agents:
         for value in budget.values:
             if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):

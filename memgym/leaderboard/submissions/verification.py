@@ -25,7 +25,7 @@ from memgym.leaderboard.submissions.comparison import (NOT_REPRODUCED, REPRODUCE
 from memgym.leaderboard.store import provenance
 from memgym.leaderboard.submissions.format import (VERIFICATION, Submission, SubmissionError, digest, first_results, load,
                                            offline_problems, relative)
-from memgym.validation import check_real
+from memgym.validation import check_real, is_int
 
 
 def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None = None, z: float = Z,
@@ -247,17 +247,20 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                            exact=exact or (repeatable and same_backend(record, here))))
         log(f"[{submission.name}] evaluated {len(rows)} stored policies here in {time.perf_counter() - started:.0f}s "
             f"({sum(r['agrees'] for r in rows)} agree)")
-        by_value: dict[Any, list[int]] = defaultdict(list)
+        # XLA's numerics depend on a batch's size: each sampled cell is re-trained in a batch of the size its record
+        # was trained in (`batch`; records without one: the budget's seeds, what `run` trains a value's seeds in),
+        # padded by repeating its last cell, as the padding for devices does
+        by_batch: dict[tuple[Any, int], list[int]] = defaultdict(list)
         for value, seed in sample:
-            by_value[value].append(seed)
+            by_batch[value, trained_batch(results[value, seed], budget)].append(seed)
         spread = spreads(results, track)
-        for value, seeds in by_value.items():
+        chunks = [(value, size, sampled[i:i + size]) for (value, size), sampled in by_batch.items()
+                  for i in range(0, len(sampled), size)]
+        for value, size, seeds in chunks:
             started = time.perf_counter()
             seal = seal_weights()
             cells = [(value, seed) for seed in seeds]
-            # XLA's numerics depend on the batch's size: `run` trains a value's seeds in one batch, so the
-            # sampled cells are padded (repeating the last) to that size, as the padding for devices does
-            batch = cells + [cells[-1]] * (budget.seeds - len(cells))
+            batch = cells + [cells[-1]] * (size - len(cells))
             outcomes: dict[tuple[Any, int], Any] = {}
             try:
                 trained = isolation.train_jax(process, track, budget, batch, seal,
@@ -281,6 +284,13 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
             log(f"[{submission.name}] {track.sweep.column(value)} seeds {', '.join(map(str, seeds))}: re-trained in "
                 f"the agent's process, evaluated here, in {time.perf_counter() - started:.0f}s")
     return rows, training, {key: exported["computation"] for key, (exported, _) in exports.items()}
+
+
+def trained_batch(record: dict[str, Any], budget: Any) -> int:
+    """The size of the batch ``record``'s cell was trained in: its ``batch`` where that is a whole number from 1 to
+    the budget's seeds, else the budget's seeds (records made before ``batch`` was recorded)."""
+    size = record.get("batch")
+    return size if is_int(size) and 1 <= size <= budget.seeds else budget.seeds
 
 
 def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,
