@@ -47,15 +47,17 @@ def test_grid_specs_cover_the_grid_and_refuse_a_fixed_option():
 def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_success(tmp_path, capsys):
     results = tmp_path / "tuning"
     argv = ["leaderboard", "tune", "--agent", "a2c-tiny-gru", "--preset", "smoke", "--values", "4", "--seeds", "2",
-            "--steps", "4096", "--learning-rates", "1e-3,1e-5", "--entropy-coefs", "1e-2", "--results", str(results)]
+            "--steps", "4096", "--learning-rates", "1e-3,1e-5", "--entropy-coefs", "1e-2", "--seeds-per-batch", "1",
+            "--results", str(results)]
     assert main(argv) == 0
     out = capsys.readouterr().out
+    assert "L=4 seeds [1]: training" in out  # each configuration's seeds one at a time (--seeds-per-batch 1)
     written = json.loads((results / "tuning-a2c-tiny-gru.json").read_text())
     assert written["grid"] == {"learning_rate": [1e-3, 1e-5], "entropy_coef": [1e-2]}
     assert written["preset"]["seeds"] == 2 and written["preset"]["total_steps"] == 4096
     # The selection is the best mean training success over every stored cell of a configuration.
     records = list(tracks.TMAZE.records(tracks.TMAZE.store(results)))
-    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    assert len(records) == 4 and all(r["status"] == "ok" and r["batch"] == 1 for r in records)
     mean = {}
     for spec in {r["agent"] for r in records}:
         cells = [r["train"]["success_rate"] for r in records if r["agent"] == spec]
