@@ -45,6 +45,38 @@ def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(t
 
 
 @pytest.mark.slow
+def test_a_lone_cell_trains_unbatched_whole_or_in_pieces_and_its_record_says_so(tmp_path):
+    lone = [*COMMON[:-6], "1", *COMMON[-5:]]  # --seeds 1
+    assert lone[lone.index("--seeds") + 1] == "1"
+    assert main([*lone, "--results", str(tmp_path / "whole")]) == 0
+    assert main([*lone, "--results", str(tmp_path / "pieces"), "--checkpoints", str(tmp_path / "checkpoints")]) == 0
+    assert outcomes(tmp_path / "pieces") == outcomes(tmp_path / "whole")
+    [record] = TMAZE.records(TMAZE.store(tmp_path / "whole"))
+    assert (record["batch"], record["vmapped"]) == (1, False)
+
+
+def test_a_lone_cell_runs_alone_unless_told_to_run_vmapped():
+    import jax
+    import jax.numpy as jnp
+
+    from memgym.leaderboard.running.jax_tier import OverCells
+
+    def cell(x, y):
+        return {"sum": x + y, "scaled": 2.0 * y}
+
+    over, batched = OverCells(cell), OverCells(cell)
+    over.batched = batched.alone = None  # each may only take its own path
+    out = over(jnp.array([1.0]), jnp.array([3.0]))
+    assert {k: v.tolist() for k, v in out.items()} == {"sum": [4.0], "scaled": [6.0]}  # the cell axis given back
+    assert batched(jnp.array([1.0, 2.0]), jnp.array([3.0, 4.0]))["sum"].tolist() == [4.0, 6.0]
+    assert [over.vmapped(n) for n in (1, 2, 3)] == [False, True, True]
+    assert jax.eval_shape(over, jnp.zeros(1), jnp.zeros(1))["sum"].shape == (1,)
+    forced = OverCells(cell, vmap_lone=True)
+    forced.alone = None
+    assert forced.vmapped(1) and forced(jnp.array([1.0]), jnp.array([3.0]))["sum"].tolist() == [4.0]
+
+
+@pytest.mark.slow
 def test_an_unreadable_checkpoint_is_kept_aside_and_the_batch_trains_from_its_start(tmp_path, monkeypatch):
     folder = tmp_path / "checkpoints"
     save = checkpoints.save_checkpoint

@@ -151,7 +151,8 @@ def test_seeds_per_batch_trains_a_values_seeds_in_smaller_batches_of_the_same_bo
     out = capsys.readouterr().out
     assert "L=4 seeds [0, 1]: training" in out and "L=4 seeds [2]: training" in out
     records = sorted(tracks.TMAZE.records(tracks.TMAZE.store(results)), key=lambda r: r["seed"])
-    assert [(r["seed"], r["batch"], r["status"]) for r in records] == [(0, 2, "ok"), (1, 2, "ok"), (2, 1, "ok")]
+    assert [(r["seed"], r["batch"], r["vmapped"], r["status"]) for r in records] == [
+        (0, 2, True, "ok"), (1, 2, True, "ok"), (2, 1, False, "ok")]  # a lone cell trains unbatched (OverCells)
     [entry] = json.loads((results / "board.json").read_text())["entries"]
     assert entry["cells"]["planned"] == 3 and entry["cells"]["ok"] == 3 and entry["complete"]
     assert main(argv) == 0
@@ -162,10 +163,14 @@ def test_seeds_per_batch_trains_a_values_seeds_in_smaller_batches_of_the_same_bo
     assert "--seeds-per-batch must be a positive integer, got seeds_per_batch=0" in capsys.readouterr().err
 
 
-def test_a_verification_retrains_a_cell_in_a_batch_of_the_size_its_record_names():
+def test_a_verification_retrains_a_cell_in_a_batch_of_the_size_and_form_its_record_names():
     from memgym.leaderboard.submissions.verification import trained_batch
 
     budget = tracks.TMAZE.presets["smoke"]  # 2 seeds
-    assert [trained_batch(record, budget) for record in ({"batch": 1}, {"batch": 2}, {})] == [1, 2, 2]
+    assert [trained_batch(record, budget) for record in ({"batch": 1, "vmapped": False}, {"batch": 2, "vmapped": True},
+                                                         {})] == [(1, False), (2, True), (2, True)]
+    # a lone cell of a record made before lone cells trained unbatched: vmapped, as it was
+    assert trained_batch({"batch": 1}, budget) == (1, True)
+    assert [trained_batch({"batch": 1, "vmapped": junk}, budget) for junk in (None, 0, "false", [])] == [(1, True)] * 4
     # a batch the budget cannot have held (the whole grid on several devices, or nonsense): the budget's seeds
-    assert [trained_batch({"batch": size}, budget) for size in (6, 0, 1.5, "1", True)] == [2] * 5
+    assert [trained_batch({"batch": size}, budget)[0] for size in (6, 0, 1.5, "1", True)] == [2] * 5

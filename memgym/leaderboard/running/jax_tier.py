@@ -1,5 +1,6 @@
 """The JAX tier: ``jit(vmap(train))`` over a task's cells on a :class:`~memgym.leaderboard.scoring.ScoredEnv`,
-then the evaluation episodes in one more vmapped call.
+then the evaluation episodes in one more vmapped call; a lone cell trains and evaluates unbatched
+(:class:`OverCells`).
 
 **Resumable cells.** With a checkpoint folder (``memgym leaderboard run --checkpoints DIR``), an agent that
 offers its run in pieces (:data:`PIECES`: ``train_updates``, ``train_start``, ``train_more``, ``train_end``, as
@@ -52,10 +53,14 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
     started = time.perf_counter()
     agent_info: dict[str, Any] = {"spec": task.spec}
 
+    vmapped = None  # how the batch trained, once known (OverCells)
+
     def records(outcomes: Sequence[tuple[dict, dict] | str]) -> list[dict[str, Any]]:
         seconds = (time.perf_counter() - started) / len(task.cells)
-        return [cell_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1], policy=o[2])
-                if isinstance(o, tuple) else cell_record(task, budget, cell, agent_info, seconds, reason=o)
+        return [cell_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1], policy=o[2],
+                            vmapped=vmapped)
+                if isinstance(o, tuple) else cell_record(task, budget, cell, agent_info, seconds, reason=o,
+                                                         vmapped=vmapped)
                 for cell, o in zip(task.cells, outcomes)]
 
     try:
@@ -73,7 +78,8 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             agent_info[COMPUTATION] = cells.computation()
         except Exception:  # noqa: BLE001 - not traceable on the inner env (it reads the harness's counters): code hash
             pass
-        checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info)
+        vmapped = cells.vmapped(task.cells)
+        checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info, vmapped)
         outcomes = cells.run(task.cells, checkpoint)
         seconds = (time.perf_counter() - started) / len(task.cells)
         if cell_timeout is not None and seconds > cell_timeout:
@@ -133,6 +139,35 @@ def agent_computation(agent: Any, track: Track, budget: Preset, value: Any = Non
 IN_FLIGHT_PROGRESS_STEPS = 1_000_000
 
 
+class OverCells:
+    """``fn`` over a batch of cells: ``jit(vmap(fn))``, or for a batch of one cell ``jit(fn)`` on that cell, its
+    outputs given their cell axis back (unless ``vmap_lone``).
+
+    On a CPU ``vmap`` over one cell is slower than the cell alone: XLA's batched matrix products. Measured
+    side by side (one run, A2C on the T-Maze at L = 120, a 2-core AMD EPYC with AVX-512 beside two other jobs),
+    thesis-size AReLiT trains at 1,760–2,050 steps/s alone and 930–960 vmapped over one run, the compact AReLiT
+    at 46–54K and 32–34K, the thesis-size GRU at 2,890 and 2,360. The two differ in the last bits of the
+    numbers (XLA rounds the two programs differently), so a record says which ran (``vmapped``) and a
+    verification re-trains its cell the same way.
+    """
+
+    def __init__(self, fn: Any, vmap_lone: bool = False):
+        import jax
+
+        self.batched, self.alone, self.vmap_lone = jax.jit(jax.vmap(fn)), jax.jit(fn), vmap_lone
+
+    def vmapped(self, cells: int) -> bool:
+        """Whether a batch of ``cells`` cells (the padded batch) runs vmapped."""
+        return cells != 1 or self.vmap_lone
+
+    def __call__(self, *args: Any) -> Any:
+        import jax
+
+        if self.vmapped(len(jax.tree.leaves(args)[0])):
+            return self.batched(*args)
+        return jax.tree.map(lambda leaf: leaf[None], self.alone(*jax.tree.map(lambda leaf: leaf[0], args)))
+
+
 class JaxCells:
     """One JAX-tier agent's compiled training and evaluation, reused for every task of the agent.
 
@@ -143,13 +178,14 @@ class JaxCells:
     so k devices run k× the cells per call. Each cell's computation is
     independent of the others, so sharding does not change results.
 
+    A batch of one cell (one device) trains and evaluates unbatched (:class:`OverCells`), unless ``vmap_lone``:
+    what records made before memgym ran a lone cell unbatched need to be re-trained the same way.
+
     ``value``: the value whose env the cells use (``Track.env_key``: None where one env serves every value);
     every cell given to it must have that env.
     """
 
-    def __init__(self, agent: Any, track: Track, budget: Preset, value: Any = None):
-        import jax
-
+    def __init__(self, agent: Any, track: Track, budget: Preset, value: Any = None, vmap_lone: bool = False):
         from memgym.leaderboard.scoring import ScoredEnv, evaluate_jax
 
         if track.jax_env is None:
@@ -158,21 +194,26 @@ class JaxCells:
         self._computation: str | None = None
         key, counted, steps = track.score.key, track.score.counted, track.evaluation_steps(budget, value)
         env = ScoredEnv(track.jax_env(value), score_key=key, units=track.score_units)
-        self.train = jax.jit(jax.vmap(lambda k, params: agent.train(k, env, params, budget.total_steps)))
+        over = functools.partial(OverCells, vmap_lone=vmap_lone)
+        self.train = over(lambda k, params: agent.train(k, env, params, budget.total_steps))
         self.pieces = all(callable(getattr(agent, name, None)) for name in PIECES)
         if self.pieces:
-            self.train_start = jax.jit(jax.vmap(lambda k, params: agent.train_start(k, env, params,
-                                                                                    budget.total_steps)))
-            self.train_more = functools.cache(lambda n: jax.jit(jax.vmap(
-                lambda state, params: agent.train_more(state, env, params, budget.total_steps, n))))
-            self.train_end = jax.jit(jax.vmap(agent.train_end))
-        self.evaluate = jax.jit(
-            jax.vmap(
-                lambda policy, params, keys, policy_keys: evaluate_jax(
-                    agent, policy, track.jax_env(value), params, keys, steps, score_key=key,
-                    policy_keys=policy_keys, counted=counted),
-            )
-        )
+            self.train_start = over(lambda k, params: agent.train_start(k, env, params, budget.total_steps))
+            self.train_more = functools.cache(lambda n: over(
+                lambda state, params: agent.train_more(state, env, params, budget.total_steps, n)))
+            self.train_end = over(agent.train_end)
+        self.evaluate = over(
+            lambda policy, params, keys, policy_keys: evaluate_jax(
+                agent, policy, track.jax_env(value), params, keys, steps, score_key=key,
+                policy_keys=policy_keys, counted=counted))
+
+    def vmapped(self, cells: Sequence[tuple[Any, int]]) -> bool:
+        """Whether ``cells`` train vmapped (:class:`OverCells`): several cells, or one padded for several devices,
+        or ``vmap_lone``."""
+        import jax
+
+        devices = len(jax.local_devices())
+        return self.train.vmapped(len(cells) + (-len(cells) % devices))
 
     def batch(self, cells: Sequence[tuple[Any, int]], seal: np.ndarray | None = None):
         """Keys, scored params (sealed with ``seal``), evaluation params, episode keys and policy keys of
@@ -270,13 +311,17 @@ class JaxCells:
                 for i in range(len(cells))]
 
 
-def checkpoint_path(folder: str | Path, task: Task, budget: Preset, agent_info: dict[str, Any]) -> Path:
+def checkpoint_path(folder: str | Path, task: Task, budget: Preset, agent_info: dict[str, Any],
+                    vmapped: bool = True) -> Path:
     """The checkpoint file of ``task``'s batch in ``folder``, named by what the batch is (agent spec, version,
-    cells, track, budget, what it computes and config): another batch, or this one after a change of what it
-    computes, never resumes it; a change of code alone (moved, renamed) does not orphan it."""
+    cells, track, budget, what it computes and config, and whether it trains vmapped: :class:`OverCells`):
+    another batch, or this one after a change of what it computes, never resumes it; a change of code alone
+    (moved, renamed) does not orphan it."""
     what = {"spec": task.spec, "version": task.version, "cells": [list(cell) for cell in task.cells],
             "track": task.track.name, "budget": task.track.budget_record(budget),
             "computation": agent_info.get(COMPUTATION), "config": agent_info.get("config")}
+    if not vmapped:  # a vmapped batch's name is the one it had before lone cells ran unbatched
+        what["vmapped"] = False
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

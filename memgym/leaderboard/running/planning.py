@@ -49,11 +49,13 @@ class Task:
 
 def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[str, Any], seconds: float, *,
                 train: dict | None = None, evaluation: dict | None = None, reason: str | None = None,
-                policy: list | None = None) -> dict[str, Any]:
+                policy: list | None = None, vmapped: bool | None = None) -> dict[str, Any]:
     """The record of one cell: ``train`` counters and ``evaluation``, or the ``reason`` it failed.
 
     ``policy``: the leaves of a JAX-tier cell's trained parameters; :meth:`ResultsStore.write` stores them in a
-    file beside the record (:mod:`memgym.leaderboard.store.policies`) and the record names it."""
+    file beside the record (:mod:`memgym.leaderboard.store.policies`) and the record names it. ``vmapped``:
+    whether a JAX-tier batch trained under ``vmap`` (:class:`~memgym.leaderboard.running.jax_tier.OverCells`;
+    None where it never started)."""
     track = task.track
     record: dict[str, Any] = {
         "agent": task.spec,
@@ -67,8 +69,10 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
         "wall_time_s": seconds,
         "provenance": provenance(),
     }
-    if task.kind == "jax":  # XLA's numbers depend on a batch's size: a verification re-trains at this one
+    if task.kind == "jax":  # XLA's numbers depend on a batch's size and form: a verification re-trains alike
         record["batch"] = len(task.cells)
+        if vmapped is not None:
+            record["vmapped"] = vmapped
     if reason is not None:
         record["reason"] = reason
     else:

@@ -285,7 +285,7 @@ def _load(path: Path) -> dict[str, Any] | str:
 _JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 # Fields every record has; any other top-level field is a track's swept value.
 _COMMON = {"schema", "agent", "agent_info", "tier", "seed", "preset", "status", "reason", "wall_time_s",
-           "provenance", "train", "eval", "path", "version", "policy", "batch"}
+           "provenance", "train", "eval", "path", "version", "policy", "batch", "vmapped"}
 
 
 def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | None:

@@ -255,8 +255,9 @@ class RemoteAgent:
 
 
 def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequence[tuple[Any, int]],
-              seal: np.ndarray, timeout: float | None = None) -> dict[str, Any]:
-    """Train ``cells`` of a JAX-tier agent in its process; what it sends back.
+              seal: np.ndarray, timeout: float | None = None, vmap_lone: bool = False) -> dict[str, Any]:
+    """Train ``cells`` of a JAX-tier agent in its process; what it sends back. ``vmap_lone``: a lone cell too
+    trains under ``vmap`` (:class:`~memgym.leaderboard.running.jax_tier.OverCells`).
 
     ``counters``: the :class:`~memgym.leaderboard.scoring.ScoredState` fields (no inner state),
     each batched over ``cells``; ``params``: one parameter pytree's leaves per cell; ``carry``:
@@ -266,7 +267,7 @@ def train_jax(process: AgentProcess, track: Track, budget: Preset, cells: Sequen
     from memgym.leaderboard.scoring import COUNTERS
 
     meta, arrays = process.call({"op": "train_jax", "track": track.name, "budget": track.budget_record(budget),
-                                 "cells": [[value, int(seed)] for value, seed in cells]},
+                                 "cells": [[value, int(seed)] for value, seed in cells], "vmap_lone": bool(vmap_lone)},
                                 {"seal": np.asarray(seal, np.uint32)}, timeout=timeout)
     try:
         names = [*COUNTERS, "curve_episodes", "curve_successes", "tag"]
@@ -434,13 +435,14 @@ def _answer(meta: dict[str, Any], arrays: dict[str, np.ndarray], state: dict[str
                            tier, meta.get("value"))
     if op == "train_jax":
         track = TRACKS[meta["track"]]
-        return _train_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]), [tuple(c) for c in meta["cells"]], arrays["seal"],
-                          NUM_ENVS, tier)
+        return _train_jax(load_factory(state["spec"]), track, track.budget_from_record(meta["budget"]),
+                          [tuple(c) for c in meta["cells"]], arrays["seal"], NUM_ENVS, tier,
+                          bool(meta.get("vmap_lone", False)))
     raise ValueError(f"unknown request {op!r}")
 
 
 def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any, int]], seal: np.ndarray,
-               num_envs: int, tier: Any):
+               num_envs: int, tier: Any, vmap_lone: bool = False):
     import jax
 
     from memgym.leaderboard.running import progress
@@ -460,7 +462,7 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
             print(f"  training {10 * tenth}% ({steps:,.0f}/{total:,} steps)", file=sys.stderr, flush=True)
 
     with progress.listening(report):
-        policy_params, env_state, _ = JaxCells(agent, track, budget, value).train_cells(cells, seal)
+        policy_params, env_state, _ = JaxCells(agent, track, budget, value, vmap_lone).train_cells(cells, seal)
     leaves = jax.tree.leaves(policy_params)
     arrays = {f"counter.{name}": np.asarray(getattr(env_state, name))[: len(cells)]
               for name in [*COUNTERS, "curve_episodes", "curve_successes", "tag"]}

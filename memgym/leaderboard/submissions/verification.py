@@ -247,23 +247,24 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
                                            exact=exact or (repeatable and same_backend(record, here))))
         log(f"[{submission.name}] evaluated {len(rows)} stored policies here in {time.perf_counter() - started:.0f}s "
             f"({sum(r['agrees'] for r in rows)} agree)")
-        # XLA's numerics depend on a batch's size: each sampled cell is re-trained in a batch of the size its record
-        # was trained in (`batch`; records without one: the budget's seeds, what `run` trains a value's seeds in),
-        # padded by repeating its last cell, as the padding for devices does
-        by_batch: dict[tuple[Any, int], list[int]] = defaultdict(list)
+        # XLA's numerics depend on a batch's size and form: each sampled cell is re-trained in a batch of the size
+        # its record was trained in (`batch`; records without one: the budget's seeds, what `run` trains a value's
+        # seeds in), padded by repeating its last cell, as the padding for devices does, and a lone cell vmapped
+        # or alone as its record says (`vmapped`; records without one were made vmapped)
+        by_batch: dict[tuple[Any, int, bool], list[int]] = defaultdict(list)
         for value, seed in sample:
-            by_batch[value, trained_batch(results[value, seed], budget)].append(seed)
+            by_batch[(value, *trained_batch(results[value, seed], budget))].append(seed)
         spread = spreads(results, track)
-        chunks = [(value, size, sampled[i:i + size]) for (value, size), sampled in by_batch.items()
+        chunks = [(value, size, vmapped, sampled[i:i + size]) for (value, size, vmapped), sampled in by_batch.items()
                   for i in range(0, len(sampled), size)]
-        for value, size, seeds in chunks:
+        for value, size, vmapped, seeds in chunks:
             started = time.perf_counter()
             seal = seal_weights()
             cells = [(value, seed) for seed in seeds]
             batch = cells + [cells[-1]] * (size - len(cells))
             outcomes: dict[tuple[Any, int], Any] = {}
             try:
-                trained = isolation.train_jax(process, track, budget, batch, seal,
+                trained = isolation.train_jax(process, track, budget, batch, seal, vmap_lone=vmapped,
                                               timeout=None if cell_timeout is None else cell_timeout * len(batch))
                 retrained = isolation.exported_evaluator(
                     isolation.exported_agent(trained["act"], trained["carry"], NUM_ENVS), track, budget,
@@ -286,11 +287,13 @@ def _verify_jax(submission: Submission, results: dict[tuple[Any, int], dict[str,
     return rows, training, {key: exported["computation"] for key, (exported, _) in exports.items()}
 
 
-def trained_batch(record: dict[str, Any], budget: Any) -> int:
-    """The size of the batch ``record``'s cell was trained in: its ``batch`` where that is a whole number from 1 to
-    the budget's seeds, else the budget's seeds (records made before ``batch`` was recorded)."""
+def trained_batch(record: dict[str, Any], budget: Any) -> tuple[int, bool]:
+    """The size of the batch ``record``'s cell was trained in, and whether it was vmapped: its ``batch`` where that
+    is a whole number from 1 to the budget's seeds, else the budget's seeds (records made before ``batch`` was
+    recorded); its ``vmapped`` where that is ``false``, else vmapped (records made before a lone cell trained
+    unbatched; :class:`~memgym.leaderboard.running.jax_tier.OverCells`)."""
     size = record.get("batch")
-    return size if is_int(size) and 1 <= size <= budget.seeds else budget.seeds
+    return size if is_int(size) and 1 <= size <= budget.seeds else budget.seeds, record.get("vmapped") is not False
 
 
 def _write_verdict(root: Path, verdict: dict[str, Any], submission: Submission | None,
