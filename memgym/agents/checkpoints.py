@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -11,19 +12,31 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def save_checkpoint(path: Path, state: Any, update: int) -> None:
-    """Leaves of ``state`` (PRNG keys as their raw data) plus the update count, written atomically."""
+def save_checkpoint(path: Path, state: Any, update: int, seconds: float | None = None) -> None:
+    """Leaves of ``state`` (PRNG keys as their raw data) plus the update count and, where given, the seconds the
+    run has trained so far (:func:`checkpoint_seconds`), written atomically."""
     leaves = [jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
               for x in jax.tree.leaves(state)]
     temporary = path.with_suffix(".tmp.npz")
-    np.savez(temporary, update=np.asarray(update), *[np.asarray(x) for x in leaves])
+    extra = {} if seconds is None else {"seconds": np.asarray(seconds, np.float64)}
+    np.savez(temporary, *[np.asarray(x) for x in leaves], update=np.asarray(update), **extra)
     os.replace(temporary, path)
+
+
+def checkpoint_seconds(path: Path) -> float:
+    """The seconds a run had trained when :func:`save_checkpoint` wrote ``path`` (its earlier sittings, for a
+    resumed run's wall time); 0 where the file holds none or cannot be read."""
+    try:
+        with np.load(path) as data:
+            return float(data["seconds"]) if "seconds" in data.files else 0.0
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return 0.0
 
 
 def load_checkpoint(path: Path, like: Any) -> tuple[Any, int]:
     """Restore a state shaped like ``like`` from :func:`save_checkpoint`'s file."""
     with np.load(path) as data:
-        stored = [data[f"arr_{i}"] for i in range(len(data.files) - 1)]
+        stored = [data[f"arr_{i}"] for i in range(sum(name.startswith("arr_") for name in data.files))]
         update = int(data["update"])
     leaves, treedef = jax.tree.flatten(like)
     if len(stored) != len(leaves):

@@ -24,8 +24,8 @@ def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(t
     folder = tmp_path / "checkpoints"
     save, pieces = checkpoints.save_checkpoint, []
 
-    def cut_off(path, state, update):  # the process dies after writing its third piece's checkpoint
-        save(path, state, update)
+    def cut_off(path, state, update, **kw):  # the process dies after writing its third piece's checkpoint
+        save(path, state, update, **kw)
         pieces.append(update)
         if len(pieces) == 3:
             raise SystemExit("killed")
@@ -34,14 +34,34 @@ def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(t
     with pytest.raises(SystemExit):
         main([*COMMON, "--results", str(tmp_path / "cut"), "--checkpoints", str(folder)])
     assert pieces == [2, 4, 6]  # 8192 steps / (8 envs × 32 steps) = 32 updates, in pieces of ⌈32 / 20⌉ = 2
-    assert len(list(folder.glob("cells-*.npz"))) == 1 and not list((tmp_path / "cut").rglob("seed*.json"))
+    [kept] = folder.glob("cells-*[0-9a-f].npz")
+    assert not list((tmp_path / "cut").rglob("seed*.json"))
+    first_sitting = checkpoints.checkpoint_seconds(kept)  # the seconds the cut-off sitting trained
+    assert first_sitting > 0
     resumed = []
-    monkeypatch.setattr(checkpoints, "save_checkpoint", lambda path, state, update: (resumed.append(update),
-                                                                                    save(path, state, update)))
+    monkeypatch.setattr(checkpoints, "save_checkpoint", lambda path, state, update, **kw: (
+        resumed.append(update), save(path, state, update, **kw)))
     assert main([*COMMON, "--results", str(tmp_path / "cut"), "--checkpoints", str(folder)]) == 0
     assert resumed[0] == 8 and resumed[-1] == 32  # it went on from the third piece, to the end
     assert not list(folder.iterdir())  # a trained batch leaves nothing behind
     assert outcomes(tmp_path / "cut") == outcomes(tmp_path / "whole")
+    # a record's wall time counts every sitting of its batch, the cut-off one's too (2 cells share it)
+    assert all(2 * r["wall_time_s"] > first_sitting for r in TMAZE.records(TMAZE.store(tmp_path / "cut")))
+
+
+def test_a_checkpoint_keeps_the_seconds_trained_and_reads_without_them(tmp_path):
+    import jax.numpy as jnp
+
+    state = {"w": jnp.arange(3.0), "n": jnp.int32(4)}
+    checkpoints.save_checkpoint(tmp_path / "a.npz", state, 7, seconds=12.5)
+    restored, update = checkpoints.load_checkpoint(tmp_path / "a.npz", state)
+    assert update == 7 and restored["w"].tolist() == [0.0, 1.0, 2.0] and int(restored["n"]) == 4
+    assert checkpoints.checkpoint_seconds(tmp_path / "a.npz") == 12.5
+    checkpoints.save_checkpoint(tmp_path / "b.npz", state, 7)  # as before seconds were kept
+    assert checkpoints.load_checkpoint(tmp_path / "b.npz", state)[1] == 7
+    assert checkpoints.checkpoint_seconds(tmp_path / "b.npz") == 0.0
+    (tmp_path / "c.npz").write_bytes(b"not a checkpoint")
+    assert checkpoints.checkpoint_seconds(tmp_path / "c.npz") == 0.0
 
 
 @pytest.mark.slow
@@ -81,8 +101,8 @@ def test_an_unreadable_checkpoint_is_kept_aside_and_the_batch_trains_from_its_st
     folder = tmp_path / "checkpoints"
     save = checkpoints.save_checkpoint
 
-    def cut_off(path, state, update):
-        save(path, state, update)
+    def cut_off(path, state, update, **kw):
+        save(path, state, update, **kw)
         raise SystemExit("killed")
 
     monkeypatch.setattr(checkpoints, "save_checkpoint", cut_off)

@@ -52,11 +52,11 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
     """
     started = time.perf_counter()
     agent_info: dict[str, Any] = {"spec": task.spec}
-
     vmapped = None  # how the batch trained, once known (OverCells)
+    earlier = 0.0  # a resumed batch's seconds in its earlier sittings
 
     def records(outcomes: Sequence[tuple[dict, dict] | str]) -> list[dict[str, Any]]:
-        seconds = (time.perf_counter() - started) / len(task.cells)
+        seconds = (earlier + time.perf_counter() - started) / len(task.cells)
         return [cell_record(task, budget, cell, agent_info, seconds, train=o[0], evaluation=o[1], policy=o[2],
                             vmapped=vmapped)
                 if isinstance(o, tuple) else cell_record(task, budget, cell, agent_info, seconds, reason=o,
@@ -80,8 +80,12 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             pass
         vmapped = cells.vmapped(task.cells)
         checkpoint = None if checkpoints is None else checkpoint_path(checkpoints, task, budget, agent_info, vmapped)
+        if checkpoint is not None and checkpoint.exists():
+            from memgym.agents.checkpoints import checkpoint_seconds
+
+            earlier = checkpoint_seconds(checkpoint)
         outcomes = cells.run(task.cells, checkpoint)
-        seconds = (time.perf_counter() - started) / len(task.cells)
+        seconds = (earlier + time.perf_counter() - started) / len(task.cells)
         if cell_timeout is not None and seconds > cell_timeout:
             return records([f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)"]
                            * len(task.cells))
@@ -270,15 +274,18 @@ class JaxCells:
 
     def train_in_pieces(self, keys: Any, params: Any, checkpoint: Path) -> tuple[Any, Any]:
         """The batch's run in :data:`CHECKPOINT_PIECES` calls of ``train_more``, its state written to
-        ``checkpoint`` after each and resumed from it (module docstring)."""
+        ``checkpoint`` after each and resumed from it (module docstring), with the seconds the batch has trained
+        in all its sittings (:func:`~memgym.agents.checkpoints.checkpoint_seconds`)."""
         import jax
 
-        from memgym.agents.checkpoints import load_checkpoint, save_checkpoint
+        from memgym.agents.checkpoints import checkpoint_seconds, load_checkpoint, save_checkpoint
 
+        started, earlier = time.perf_counter(), 0.0
         state, done = self.train_start(keys, params), 0
         if checkpoint.exists():
             try:
                 state, done = load_checkpoint(checkpoint, state)
+                earlier = checkpoint_seconds(checkpoint)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: kept aside, trained anew
                 checkpoint.replace(checkpoint.with_name(f"{checkpoint.stem}-unreadable-{time.time_ns()}.npz"))
         total = int(self.agent.train_updates(self.budget.total_steps))
@@ -287,7 +294,7 @@ class JaxCells:
             updates = min(piece, total - done)
             state = jax.block_until_ready(self.train_more(updates)(state, params))
             done += updates
-            save_checkpoint(checkpoint, state, done)
+            save_checkpoint(checkpoint, state, done, seconds=earlier + time.perf_counter() - started)
         trained = jax.block_until_ready(self.train_end(state))
         for path in (checkpoint, seal_path(checkpoint)):
             path.unlink(missing_ok=True)
