@@ -147,12 +147,12 @@ class OverCells:
     """``fn`` over a batch of cells: ``jit(vmap(fn))``, or for a batch of one cell ``jit(fn)`` on that cell, its
     outputs given their cell axis back (unless ``vmap_lone``).
 
-    On a CPU ``vmap`` over one cell is slower than the cell alone: XLA's batched matrix products. Measured
-    side by side (one run, A2C on the T-Maze at L = 120, a 2-core AMD EPYC with AVX-512 beside two other jobs),
-    thesis-size AReLiT trains at 1,760–2,050 steps/s alone and 930–960 vmapped over one run, the compact AReLiT
-    at 46–54K and 32–34K, the thesis-size GRU at 2,890 and 2,360. The two differ in the last bits of the
-    numbers (XLA rounds the two programs differently), so a record says which ran (``vmapped``) and a
-    verification re-trains its cell the same way.
+    On a CPU ``vmap`` over one cell is slower than the cell alone: XLA's batched matrix products. Measured side
+    by side (``benchmarks/train_speed.py --models arelit gru lstm --runs 1``: A2C on the T-Maze at L = 120, one
+    run on a 2-core AMD EPYC with AVX-512 beside two other jobs), thesis-size AReLiT trains at 1,515 steps/s
+    alone and 793 vmapped over one run, GRU at 2,577 and 1,868, LSTM at 2,472 and 2,119. The two differ in the
+    last bits of the numbers (XLA rounds the two programs differently), so a record says which ran
+    (``vmapped``) and a verification re-trains its cell the same way.
     """
 
     def __init__(self, fn: Any, vmap_lone: bool = False):
