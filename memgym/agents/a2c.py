@@ -2,7 +2,9 @@
 
 One gradient step per rollout of ``num_envs × rollout_length`` steps. The loss is the
 policy gradient with GAE(λ) advantages (the advantage monoid, monoid paper App. D.1)
-+ ``value_coef`` × the squared TD(λ) error − ``entropy_coef`` × the entropy. The
++ ``value_coef`` × the mean squared TD(λ) error − ``entropy_coef`` × the entropy: Table A.1's
+"value loss coefficient" 0.5 weighs the mean squared error itself, as the thesis authors' A2C
+does (PPO keeps the ½ of its own convention, :mod:`memgym.agents.ppo`). The
 memory carry persists across rollouts: the learner replays each rollout from the
 carries stored at its start (:class:`~memgym.buffers.rollout.Rollout`).
 ``jax.jit(jax.vmap(memgym.agents.make_train(config)))`` trains many seeds and corridor
@@ -40,7 +42,7 @@ class A2CTrainer(ActorCriticTrainer):
         adv, targets = advantages(rollout, jax.lax.stop_gradient(values), config.gamma, config.gae_lambda)
         dist = self.distribution(logits[:, :-1])
         policy_loss = -jnp.mean(dist.log_prob(rollout.action) * adv)
-        value_loss = 0.5 * jnp.mean((values[:, :-1] - targets) ** 2)
+        value_loss = jnp.mean((values[:, :-1] - targets) ** 2)
         return actor_critic_loss(dist, policy_loss, value_loss, config)
 
     def learn(self, state: TrainState, trajectory: Trajectory) -> tuple[TrainState, dict[str, jax.Array]]:

@@ -2,7 +2,8 @@
 
 Per rollout: advantages once, from the values of the policy that acted (GAE(λ) by
 the advantage monoid, monoid paper App. D.1); then ``epochs`` passes of clipped-ratio
-updates with value clipping over ``num_minibatches`` minibatches. Minibatches are
+updates with value clipping over ``num_minibatches`` minibatches (value loss: ½ × the larger of the clipped
+and unclipped squared errors, weighed by ``value_coef``, PPO's usual form). Minibatches are
 *tapes* — whole environment streams replayed from the carries stored at the rollout
 start, full BPTT (monoid paper §5, TBB) — or *segments* of ``segment_length`` steps
 replayed from a fresh carry, truncated BPTT (§4, SBB). The thesis's Memory Maze PPO

@@ -77,7 +77,7 @@ def test_a2c_loss_matches_hand_computed_value():
     #        A = (−0.9 + 0.72·1.93, 1.93, −0.1) = (0.4896, 1.93, −0.1)
     adv = np.array([[0.58, -1.0, 0.65], [0.4896, 1.93, -0.1]])
     # The value targets are A + V, so the squared TD(λ) error of V is A².
-    expected_value_loss = 0.5 * np.mean(adv**2)
+    expected_value_loss = np.mean(adv**2)  # the mean squared error itself: Table A.1's coefficient weighs it
     logp = np.take_along_axis(log_softmax(logits[:, :3]), action[..., None], -1)[..., 0]
     expected_policy_loss = -np.mean(logp * adv)
     expected_entropy = np.mean(entropy(logits[:, :3]))
@@ -97,9 +97,9 @@ def test_a2c_loss_matches_hand_computed_value():
     assert float(loss) == pytest.approx(expected, abs=1e-6)
 
     # The critic's gradient flows only through V_t, not through its own targets:
-    # d loss / d V_t = value_coef · (V_t − target_t) / 6 = −value_coef · A_t / 6; V_T gets none.
+    # d loss / d V_t = value_coef · 2 (V_t − target_t) / 6 = −value_coef · A_t / 3; V_T gets none.
     grads = jax.grad(lambda p: trainer.loss(p, rollout)[0])(params)
-    np.testing.assert_allclose(grads["values"][:, :3], -value_coef * adv / 6, atol=1e-6)
+    np.testing.assert_allclose(grads["values"][:, :3], -value_coef * adv / 3, atol=1e-6)
     np.testing.assert_allclose(grads["values"][:, 3], 0.0, atol=1e-7)
 
 
