@@ -67,8 +67,9 @@ class ActorCriticFields(Schedule):
     """gradients are clipped to this global norm"""
     head_width: int = 128
     """width of the actor and critic heads' hidden layers"""
-    head_layers: int = 2
-    """hidden tanh layers of the actor and critic heads"""
+    head_layers: int = 1
+    """hidden tanh layers of the actor and critic heads (thesis §5.1.2: one, "a 2-layer neural network" with "the
+    hidden layer" of 128, as the thesis authors' code has it)"""
     policy_gain: float = 0.01
     """gain of the orthogonal initialisation of the policy logits: 0.01 starts from a near-uniform policy; the thesis
     authors' code uses √2 (1.4142…), which starts each seed from a peaked policy of its own, one that can walk a

@@ -1,7 +1,9 @@
 """Agent networks: a memory model shared by an actor and a critic head, or a dueling Q head.
 
 Thesis §5.1.2: "a shared representation learning layer followed by separate actor
-and critic heads … a 2-layer neural network with tanh activations" of width 128.
+and critic heads … a 2-layer neural network with tanh activations", "the hidden layer"
+of width 128: one hidden tanh layer and the output layer (``head_layers=1``), as the thesis
+authors' code builds its heads.
 Heads use orthogonal initialisation (gain √2 for hidden layers, 0.01 for the
 policy logits, 1 for the value), the usual A2C/PPO choice; the policy logits' gain is
 an option (``policy_gain``: the thesis authors' code uses √2).
@@ -48,7 +50,7 @@ class ActorCritic(nn.Module):
     memory_config: tuple[tuple[str, Any], ...]
     num_actions: int
     head_width: int = 128
-    head_layers: int = 2
+    head_layers: int = 1
     image_shape: tuple[int, int, int] | None = None  # observations hold an image (see agents.encoders)
     policy_gain: float = 0.01  # orthogonal gain of the policy logits (ActorCriticFields.policy_gain)
     gaussian: bool = False  # a Gaussian policy over num_actions real entries (a Box action space)

@@ -103,3 +103,21 @@ def test_a_policy_gain_that_is_not_positive_is_refused():
 
     with pytest.raises(ValueError, match="policy_gain"):
         A2CConfig(memory="tiny-gru", policy_gain=0.0)
+
+
+def test_the_heads_have_one_hidden_layer_of_128_as_the_thesis_says():
+    """Thesis §5.1.2: actor and critic are each "a 2-layer neural network with tanh activations", "the hidden
+    layer" 128 wide: a hidden layer and the output. The tiny smoke agents keep the two hidden layers they were
+    tuned and published with."""
+    from memgym.agents.a2c import A2CConfig
+    from memgym.agents.registry import make_trainer
+    from memgym.envs.tmaze_jax import TMazeJax, tmaze_params
+    from memgym.leaderboard import reference
+
+    def head_shapes(config):
+        params = make_trainer(config, TMazeJax(), tmaze_params(8)).init(jax.random.key(0), tmaze_params(8)).params
+        return {p.split("/")[-2]: k.shape for p, k in kernels(params).items() if "/actor" in p or "/critic" in p}
+
+    assert head_shapes(A2CConfig(memory="tiny-gru", num_envs=2, rollout_length=4, total_steps=8)) == {
+        "actor_0": (64, 128), "actor_out": (128, 4), "critic_0": (64, 128), "critic_out": (128, 1)}
+    assert reference.a2c_tiny_gru.config().head_layers == reference.ppo_cpu_gru.config().head_layers == 2
