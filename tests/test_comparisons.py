@@ -38,3 +38,12 @@ def test_a_pattern_that_matches_nothing_is_named(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--group", f"x={tmp_path / 'none*.csv'}"],
                           capture_output=True, text=True)
     assert done.returncode != 0 and "none*.csv" in done.stderr
+
+
+def test_the_authors_code_driver_names_its_flags_without_their_code_installed():
+    """agalite_tmaze.py imports the authors' code only when it runs; its flags map onto their hydra keys."""
+    done = subprocess.run([sys.executable, str(REPO / "comparisons" / "agalite_tmaze.py"), "--help"],
+                          capture_output=True, text=True, check=True)
+    for flag, key in (("--nu", "trainer.seq_model.kernel.nu"), ("--corridor", "task.corridor_len"),
+                      ("--lr", "trainer.optimizer.learning_rate")):
+        assert flag in done.stdout and key in done.stdout
