@@ -25,7 +25,8 @@ def vector_env(num_envs: int, autoreset=gym.vector.AutoresetMode.SAME_STEP):
 
 @pytest.mark.slow
 def test_host_loop_counts_episodes_and_learns_the_short_maze():
-    config = A2CConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 160,
+    # 240 updates: with the thesis's heads (one hidden layer) seeds 0-2 pass 0.9 after 160-180 and end at 0.99
+    config = A2CConfig(memory="tiny-gru", num_envs=8, rollout_length=32, total_steps=8 * 32 * 240,
                        learning_rate=1e-3, entropy_coef=1e-2)
     loop = HostLoop(A2CTrainer(config, TMazeJax(), example_params=tmaze_params(3)), vector_env(8), seed=0)
     history = [loop.update() for _ in range(config.num_updates)]
