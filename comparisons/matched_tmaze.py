@@ -3,7 +3,8 @@
 Reads the learning curves of memgym runs (``memgym train … --out DIR``: ``DIR/metrics.csv``, one or more seeds)
 and of the authors' code (:mod:`agalite_tmaze`'s CSVs, one seed each), and prints, per curve group, how many
 seeds held the cue (success ≥ 0.9 over the last 100K steps), the steps each took to get there first, and the
-mean final success; ``--plot`` draws every seed's curve, one panel per model. The commands that made the
+mean final success, and how many reached the junction at all in the first 200K steps (a seed that does not
+walks the corridor too little to see a junction); ``--plot`` draws every seed's curve, one panel per model. The commands that made the
 published comparison are in docs/reproduction.md ("memgym beside the authors' code").
 
     python comparisons/matched_tmaze.py --group "memgym AReLiT=runs/memgym-arelit" \\
@@ -21,6 +22,7 @@ import numpy as np
 
 BUCKET = 100_000  # steps per point of a curve; the last bucket is the "last 100K steps" of the thesis's metric
 HELD = 0.9
+WALKED = 200_000  # a seed that reaches the junction by then walks the corridor from the start
 
 
 def curves(pattern: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -49,11 +51,12 @@ def curves(pattern: str) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def summary(name: str, group: list[tuple[np.ndarray, np.ndarray]]) -> str:
+    walked = [(success[steps <= WALKED] > 0).any() for steps, success in group]  # any success: it got there
     held = [success[-1] >= HELD for _, success in group]
     first = [f"{steps[np.argmax(success >= HELD)] / 1e6:.1f}M" if (success >= HELD).any() else "–"
              for steps, success in group]
     final = np.mean([success[-1] for _, success in group])
-    return f"| {name} | {sum(held)}/{len(group)} | {', '.join(first)} | {final:.2f} |"
+    return f"| {name} | {sum(walked)}/{len(group)} | {sum(held)}/{len(group)} | {', '.join(first)} | {final:.2f} |"
 
 
 def main(argv=None) -> None:
@@ -68,8 +71,9 @@ def main(argv=None) -> None:
         if not sep:
             parser.error(f"--group {spec!r}: expected NAME=PATTERN")
         groups[name] = curves(pattern)
-    print(f"| runs | seeds ≥ {HELD} at the end | first ≥ {HELD} (per seed) | final success |")
-    print("|---|---|---|---|")
+    print(f"| runs | at the junction by {WALKED / 1e6:.1f}M | seeds ≥ {HELD} at the end | first ≥ {HELD} (per seed) "
+          "| final success |")
+    print("|---|---|---|---|---|")
     for name, group in groups.items():
         print(summary(name, group))
     if args.plot:

@@ -13,11 +13,12 @@ SCRIPT = REPO / "comparisons" / "matched_tmaze.py"
 def test_the_table_counts_seeds_that_hold_the_cue_from_both_formats(tmp_path):
     run = tmp_path / "memgym-run"
     run.mkdir()
-    # memgym's metrics.csv: two seeds, rows every 50K steps; seed 0 solves from 150K on, seed 1 never does
+    # memgym's metrics.csv: two seeds, rows every 50K steps; seed 0 solves from 150K on, seed 1 never does and
+    # reaches no junction in its first 200K steps
     rows = ["seed,update,env_steps,episodes,successes,success_rate,mean_return,mean_length,entropy,policy_loss,value_loss"]
     for seed in (0, 1):
         for i in range(1, 7):
-            wins = 10 if seed == 0 and i >= 3 else 5
+            wins = (10 if i >= 3 else 5) if seed == 0 else (0 if i <= 4 else 5)
             rows.append(f"{seed},{i},{50_000 * i},10,{wins},{wins / 10},0,64,1,0,0")
     (run / "metrics.csv").write_text("\n".join(rows) + "\n")
     # the authors' driver's CSV: one seed per file, success as a rate; the last 100K steps at 0.95
@@ -29,8 +30,8 @@ def test_the_table_counts_seeds_that_hold_the_cue_from_both_formats(tmp_path):
                            f"theirs={tmp_path / 'theirs-s*.csv'}", "--plot", str(plot)],
                           capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
-    assert "| mine | 1/2 | 0.2M, – | 0.75 |" in lines  # seed 0's 100K buckets: 0.5, 1.0, 1.0; seed 1: 0.5
-    assert "| theirs | 1/1 | 0.2M | 0.95 |" in lines
+    assert "| mine | 1/2 | 1/2 | 0.2M, – | 0.75 |" in lines  # 100K buckets: seed 0 0.5, 1, 1; seed 1 0, 0, 0.5
+    assert "| theirs | 1/1 | 1/1 | 0.2M | 0.95 |" in lines
     assert plot.stat().st_size > 0
 
 
