@@ -391,6 +391,34 @@ def test_the_worked_example_verifies_on_another_backend(tmp_path):
     assert "note: the records were made on cpu" in done.stdout
 
 
+@pytest.mark.slow(seconds=80)
+def test_lone_cells_trained_unbatched_verify_here_exactly_and_on_another_backend_statistically(tmp_path):
+    """A run of one seed per batch (each cell trained unbatched, ``"vmapped": false``) verified with the CLI here,
+    and with XLA capped at AVX2: re-trained here, its cells reproduce exactly; on the other backend its stored
+    policies evaluate within noise and its re-trained cells are judged by the seeds' spread, never forged."""
+    folder = tmp_path / "submissions" / "tiny-gru-lone"
+    subprocess.run([*MEMGYM, "leaderboard", "run", "--agent", "a2c-tiny-gru", "--preset", "smoke", "--seeds-per-batch",
+                    "1", "--results", str(folder / "results")], check=True, capture_output=True, timeout=900)
+    records = [json.loads(path.read_text()) for path in (folder / "results").rglob("seed*.json")]
+    assert len(records) == 6 and all(r["batch"] == 1 and r["vmapped"] is False for r in records)
+    meta = json.loads((REPO / "submissions" / "a2c-tiny-gru-smoke" / "submission.json").read_text())
+    (folder / "submission.json").write_text(json.dumps(meta | {"name": "tiny-gru-lone"}))
+    verify_cli = [*MEMGYM, "leaderboard", "verify", str(folder), "--k", "2", "--sample-seed", "5", "--preset", "smoke"]
+    # here: the flags the records were made with (tests/conftest.py adds one); there: AVX2 and no other flag
+    for xla_flags, rule in ((os.environ.get("XLA_FLAGS", ""), "exact"), ("--xla_cpu_max_isa=AVX2", "statistical")):
+        done = subprocess.run(verify_cli, capture_output=True, text=True, timeout=900,
+                              env=dict(os.environ, XLA_FLAGS=xla_flags))
+        assert done.returncode == 0, done.stdout + done.stderr
+        verdict = json.loads((folder / "verification.json").read_text())
+        assert verdict["verdict"] == "verified" and verdict["agreeing"] == 6
+        assert all(row["rule"].startswith(rule) for row in verdict["cells"])
+        outcomes = [row["outcome"] for row in verdict["retrained"]]
+        if rule == "exact":
+            assert outcomes == ["reproduced exactly"] * 2
+        else:  # another path may or may not round alike; it is never called forged
+            assert len(outcomes) == 2 and set(outcomes) <= {"reproduced exactly", "within the seeds' spread"}
+
+
 SIX_CELLS = ["--preset", "smoke", "--values", "2,3,4", "--seeds", "2", "--steps", "2000", "--eval-episodes", "256"]
 
 
