@@ -1,11 +1,11 @@
 """memgym beside the thesis authors' code on one matched small T-Maze configuration: a table and a plot.
 
 Reads the learning curves of memgym runs (``memgym train … --out DIR``: ``DIR/metrics.csv``, one or more seeds)
-and of the authors' code (:mod:`agalite_tmaze`'s CSVs, one seed each), and prints, per curve group, how many
-seeds held the cue (success ≥ 0.9 over the last 100K steps), the steps each took to get there first, and the
-mean final success, and how many reached the junction at all in the first 200K steps (a seed that does not
-walks the corridor too little to see a junction); ``--plot`` draws every seed's curve, one panel per model. The commands that made the
-published comparison are in docs/reproduction.md ("memgym beside the authors' code").
+and of the authors' code (:mod:`agalite_tmaze`'s CSVs, one seed each). Per curve group it prints how many seeds
+reached a junction at all in their first 200K steps (a seed that did not has not learned to walk the corridor),
+how many held the cue at the end (success ≥ 0.9 over the last 100K steps), when each first did, and the mean
+final success; ``--plot`` draws every seed's curve, one panel per group. The commands that made the published
+comparison are in docs/reproduction.md ("The authors' code, run on one matched configuration").
 
     python comparisons/matched_tmaze.py --group "memgym AReLiT=runs/memgym-arelit" \\
         --group "authors' AReLiT=runs/agalite/arelit-s*.csv" --plot docs/figures/matched_tmaze.png
@@ -27,26 +27,41 @@ WALKED = 200_000  # a seed that reaches the junction by then walks the corridor 
 
 def curves(pattern: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(steps, success)`` per seed, success pooled over episodes in buckets of :data:`BUCKET` steps."""
-    paths = [p for p in sorted(glob.glob(pattern)) if Path(p).is_file()] or sorted(glob.glob(str(Path(pattern) / "metrics.csv")))
+    paths = [path for path in sorted(glob.glob(pattern)) if Path(path).is_file()]
+    paths = paths or sorted(glob.glob(str(Path(pattern) / "metrics.csv")))
     if not paths:
         raise SystemExit(f"--group: nothing matches {pattern!r} (a memgym run folder or CSV files)")
     out = []
     for path in paths:
-        rows = list(csv.DictReader(open(path)))
-        seeds = sorted({row.get("seed", "0") for row in rows})
-        for seed in seeds:
-            mine = [row for row in rows if row.get("seed", "0") == seed]
-            steps = np.array([float(row["env_steps"]) for row in mine])
-            episodes = np.array([float(row["episodes"] or 0) for row in mine])
-            if "successes" in mine[0]:
-                wins = np.array([float(row["successes"] or 0) for row in mine])
-            else:
-                wins = np.nan_to_num(np.array([float(row["success_rate"]) for row in mine])) * episodes
-            bucket = ((steps - 1) // BUCKET).astype(int)
-            n = bucket.max() + 1
-            won = np.bincount(bucket, wins, n)
-            ended = np.bincount(bucket, episodes, n)
-            out.append(((np.arange(n) + 1) * BUCKET, np.where(ended > 0, won / np.maximum(ended, 1), 0.0)))
+        try:
+            out += seed_curves(path)
+        except (KeyError, ValueError, IndexError) as error:
+            raise SystemExit(f"--group {pattern!r}: {path} is not a learning curve of memgym or agalite_tmaze.py "
+                             f"(env_steps, episodes and successes or success_rate per row): {error!r}") from None
+    return out
+
+
+def seed_curves(path: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`curves` of one CSV file."""
+    with open(path) as file:
+        rows = list(csv.DictReader(file))
+    out = []
+    if not rows:
+        raise ValueError("no rows")
+    seeds = sorted({row.get("seed", "0") for row in rows})
+    for seed in seeds:
+        mine = [row for row in rows if row.get("seed", "0") == seed]
+        steps = np.array([float(row["env_steps"]) for row in mine])
+        episodes = np.array([float(row["episodes"] or 0) for row in mine])
+        if "successes" in mine[0]:
+            wins = np.array([float(row["successes"] or 0) for row in mine])
+        else:
+            wins = np.nan_to_num(np.array([float(row["success_rate"]) for row in mine])) * episodes
+        bucket = ((steps - 1) // BUCKET).astype(int)
+        n = bucket.max() + 1
+        won = np.bincount(bucket, wins, n)
+        ended = np.bincount(bucket, episodes, n)
+        out.append(((np.arange(n) + 1) * BUCKET, np.where(ended > 0, won / np.maximum(ended, 1), 0.0)))
     return out
 
 

@@ -48,3 +48,10 @@ def test_the_authors_code_driver_names_its_flags_without_their_code_installed():
     for flag, key in (("--nu", "trainer.seq_model.kernel.nu"), ("--corridor", "task.corridor_len"),
                       ("--lr", "trainer.optimizer.learning_rate")):
         assert flag in done.stdout and key in done.stdout
+
+
+def test_a_file_that_is_no_learning_curve_is_named(tmp_path):
+    (tmp_path / "broken.csv").write_text("step,score\n1,2\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--group", f"x={tmp_path / 'broken.csv'}"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "broken.csv is not a learning curve" in done.stderr
