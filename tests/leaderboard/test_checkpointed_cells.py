@@ -41,8 +41,11 @@ def test_a_checkpointed_batch_is_the_same_run_and_resumes_where_it_was_cut_off(t
     resumed = []
     monkeypatch.setattr(checkpoints, "save_checkpoint", lambda path, state, update, **kw: (
         resumed.append(update), save(path, state, update, **kw)))
+    capsys.readouterr()
     assert main([*COMMON, "--results", str(tmp_path / "cut"), "--checkpoints", str(folder)]) == 0
     assert resumed[0] == 8 and resumed[-1] == 32  # it went on from the third piece, to the end
+    # the progress says so, and its speed counts only the steps taken since (2 cells x 8192 steps, 6 of 32 updates)
+    assert "seeds [0, 1]: resumed from its checkpoint at 19% (3,072/16,384 steps)" in capsys.readouterr().out
     assert not list(folder.iterdir())  # a trained batch leaves nothing behind
     assert outcomes(tmp_path / "cut") == outcomes(tmp_path / "whole")
     # a record's wall time counts every sitting of its batch, the cut-off one's too (2 cells share it)

@@ -312,6 +312,27 @@ def test_a_jax_tier_task_reports_progress_while_it_trains(tmp_path, monkeypatch)
     assert done == sorted(done) and 0 < done[-1] <= 80_000 and any(d > 40_000 for d in done)
 
 
+def test_the_speed_counts_the_steps_of_this_process_not_those_a_checkpoint_resumed_from(monkeypatch):
+    import types
+
+    from memgym.leaderboard.running import progress
+
+    clock = [100.0]
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    lines: list[str] = []
+    bar = progress.Progress(total_cells=4, steps_per_cell=1000, log=lines.append, track=None)
+    task = types.SimpleNamespace(cells=[(4, 0), (4, 1)], describe=lambda: "[agent] L=4 seeds [0, 1]")
+    bar.start(task)
+    with progress.listening(bar.training):
+        progress.in_flight(1500, resumed=True)  # an earlier process took these
+        clock[0] += 10.0
+        progress.in_flight(2000)
+    assert lines[0] == "[agent] L=4 seeds [0, 1]: resumed from its checkpoint at 75% (1,500/2,000 steps)"
+    # 500 steps in 10 s here; the other 2,000 steps of the run at that speed take 40 s
+    assert lines[1].startswith("[agent] L=4 seeds [0, 1]: training 100% (2,000/2,000 steps) | 50 steps/s |")
+    assert lines[1].endswith("| elapsed 0m10s | ETA 0m40s")
+
+
 SHARDED = """
 import sys
 from memgym.leaderboard.running import jax_tier, runner

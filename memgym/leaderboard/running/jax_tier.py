@@ -22,7 +22,7 @@ import hashlib
 import json
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,15 +267,18 @@ class JaxCells:
         share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
         with progress_sink(lambda steps: progress.in_flight(steps * share)):
             if checkpoint is not None and self.pieces:
-                policy_params, env_state = self.train_in_pieces(keys, params, checkpoint)
+                resumed = lambda fraction: progress.in_flight(fraction * len(cells) * self.budget.total_steps, True)  # noqa: E731
+                policy_params, env_state = self.train_in_pieces(keys, params, checkpoint, resumed)
             else:
                 policy_params, env_state = jax.block_until_ready(self.train(keys, params))
         return policy_params, env_state, (inner, eval_keys, policy_keys)
 
-    def train_in_pieces(self, keys: Any, params: Any, checkpoint: Path) -> tuple[Any, Any]:
+    def train_in_pieces(self, keys: Any, params: Any, checkpoint: Path,
+                        resumed: Callable[[float], None] = lambda fraction: None) -> tuple[Any, Any]:
         """The batch's run in :data:`CHECKPOINT_PIECES` calls of ``train_more``, its state written to
         ``checkpoint`` after each and resumed from it (module docstring), with the seconds the batch has trained
-        in all its sittings (:func:`~memgym.agents.checkpoints.checkpoint_seconds`)."""
+        in all its sittings (:func:`~memgym.agents.checkpoints.checkpoint_seconds`). On resuming, ``resumed``
+        gets the fraction of the training the checkpoint holds."""
         import jax
 
         from memgym.agents.checkpoints import checkpoint_seconds, load_checkpoint, save_checkpoint
@@ -289,6 +292,8 @@ class JaxCells:
             except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: kept aside, trained anew
                 checkpoint.replace(checkpoint.with_name(f"{checkpoint.stem}-unreadable-{time.time_ns()}.npz"))
         total = int(self.agent.train_updates(self.budget.total_steps))
+        if done:
+            resumed(done / total)
         piece = max(1, -(-total // CHECKPOINT_PIECES))
         while done < total:
             updates = min(piece, total - done)

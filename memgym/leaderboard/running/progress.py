@@ -18,11 +18,11 @@ from memgym.leaderboard.tracks import Track
 
 QUIET_SECONDS = 30.0  # the longest a training task goes without a progress line while reports come in
 
-_LISTENER: list[Callable[[float], None] | None] = [None]
+_LISTENER: list[Callable[[float, bool], None] | None] = [None]
 
 
 @contextlib.contextmanager
-def listening(listener: Callable[[float], None]) -> Iterator[None]:
+def listening(listener: Callable[[float, bool], None]) -> Iterator[None]:
     """While open, :func:`in_flight` reports go to ``listener`` (:meth:`Progress.training` in a run)."""
     previous, _LISTENER[0] = _LISTENER[0], listener
     try:
@@ -31,11 +31,12 @@ def listening(listener: Callable[[float], None]) -> Iterator[None]:
         _LISTENER[0] = previous
 
 
-def in_flight(steps: float) -> None:
-    """The running task has taken ``steps`` environment steps (all its cells together); any thread may call it."""
+def in_flight(steps: float, resumed: bool = False) -> None:
+    """The running task has taken ``steps`` environment steps (all its cells together); with ``resumed``, it has
+    resumed from a checkpoint at that many, taken by an earlier process. Any thread may call it."""
     listener = _LISTENER[0]
     if listener is not None:
-        listener(steps)
+        listener(steps, resumed)
 
 
 class Progress:
@@ -47,6 +48,7 @@ class Progress:
         self.started = time.perf_counter()
         self._task: Task | None = None
         self._training = 0.0  # steps the running task has taken
+        self._resumed = 0.0  # steps of this run's tasks taken before it, by the process a checkpoint came from
         self._shown = (0, 0.0)  # (tenths of the running task, time) of its last in-flight line
         self._lock = threading.Lock()
         self._bar = None
@@ -75,30 +77,42 @@ class Progress:
         with self._lock:
             self._task, self._training, self._shown = task, 0.0, (0, time.perf_counter())
 
-    def training(self, steps: float) -> None:
-        """The running task has taken ``steps`` environment steps (reported from inside its training)."""
+    def training(self, steps: float, resumed: bool = False) -> None:
+        """The running task has taken ``steps`` environment steps (reported from inside its training); with
+        ``resumed``, it resumed from a checkpoint at ``steps``: they count as done, not towards the speed."""
         with self._lock:
             task = self._task
             if task is None:
                 return
             planned = len(task.cells) * self.steps_per_cell
             steps = min(float(steps), planned)
+            if resumed:
+                self._resumed += steps - self._training
             self._training = steps
             now = time.perf_counter()
             elapsed = now - self.started
             done_steps = self.done * self.steps_per_cell + steps
-            rate = done_steps / max(elapsed, 1e-9)
-            eta = (self.total * self.steps_per_cell - done_steps) / rate if rate > 0 else math.inf
-            if self._bar is not None:
+            rate, eta = self._speed(done_steps, elapsed)
+            tenths = int(10 * steps / planned) if planned else 10
+            if resumed:
+                line = f"resumed from its checkpoint at {100 * steps / max(planned, 1):.0f}% ({steps:,.0f}/{planned:,} steps)"
+            elif self._bar is not None:
                 self._bar.update(self._bar_task, completed=self.done + steps / self.steps_per_cell,
                                  rate=f"{rate:,.0f} steps/s")
                 return
-            tenths = int(10 * steps / planned) if planned else 10
-            if tenths <= self._shown[0] and now - self._shown[1] < QUIET_SECONDS:
+            elif tenths <= self._shown[0] and now - self._shown[1] < QUIET_SECONDS:
                 return
+            else:
+                line = (f"training {100 * steps / max(planned, 1):.0f}% ({steps:,.0f}/{planned:,} steps) "
+                        f"| {rate:,.0f} steps/s | elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
             self._shown = (tenths, now)
-        self.log(f"{task.describe()}: training {100 * steps / max(planned, 1):.0f}% ({steps:,.0f}/{planned:,} steps) "
-                 f"| {rate:,.0f} steps/s | elapsed {_clock(elapsed)} | ETA {_clock(eta)}")
+        self.message(f"{task.describe()}: {line}")
+
+    def _speed(self, done_steps: float, elapsed: float) -> tuple[float, float]:
+        """Steps per second taken in this process (not those a checkpoint resumed from), and the ETA of the rest."""
+        rate = (done_steps - self._resumed) / max(elapsed, 1e-9)
+        eta = (self.total * self.steps_per_cell - done_steps) / rate if rate > 0 else math.inf
+        return rate, eta
 
     def advance(self, task: Task, records: list[dict]) -> None:
         score, sweep = self.track.score, self.track.sweep
@@ -108,8 +122,7 @@ class Progress:
         failed = [r for r in records if r["status"] != "ok"]
         self.failed += len(failed)
         elapsed = time.perf_counter() - self.started
-        rate = self.done * self.steps_per_cell / max(elapsed, 1e-9)
-        eta = elapsed / self.done * (self.total - self.done) if self.done else math.inf
+        rate, eta = self._speed(self.done * self.steps_per_cell, elapsed)
         ok = [r for r in records if r["status"] == "ok"]
         summary = ""
         if ok:

@@ -455,7 +455,7 @@ def _train_jax(factory: Any, track: Track, budget: Preset, cells: list[tuple[Any
         raise TypeError("the agent is not a JAX-tier agent")
     total, shown = budget.total_steps * len(cells), set()
 
-    def report(steps: float) -> None:  # every tenth of the training, on the verifier's standard error
+    def report(steps: float, resumed: bool = False) -> None:  # every tenth, on the verifier's standard error
         tenth = min(10, int(10 * steps / total))
         if tenth and tenth not in shown:
             shown.add(tenth)
