@@ -17,7 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memgym.memory.arelit import AReLiTAttention, approximate_state
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgym import memory
+from memgym.memory.arelit import AReLiTAttention, approximate_state, cosine_table
 
 STUDY_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "approximation_study.py"
 
@@ -106,8 +110,10 @@ def test_model_decoder_reads_the_approximate_state_scaled_by_a_quarter():
 
 
 def test_approximate_state_rejects_mismatched_r():
-    with pytest.raises(ValueError, match="r \\+ 1 = 3"):
+    with pytest.raises(ValueError, match="need 3 rows on axis -2 \\(r=2, frequencies='thesis'\\)"):
         approximate_state(jnp.zeros((2, 4)), jnp.zeros((2, 8)), 2)
+    with pytest.raises(ValueError, match="need 2 rows on axis -2 \\(r=2, frequencies='authors'\\)"):
+        approximate_state(jnp.zeros((3, 4)), jnp.zeros((3, 8)), 2, "authors")
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -137,3 +143,56 @@ def test_with_r_1_the_readout_ignores_keys_and_queries(r):
         np.testing.assert_allclose(readout, gated_values, rtol=1e-5, atol=1e-6)
     else:
         assert np.abs(np.asarray(readout - gated_values)).max() > 1e-2
+
+
+def readout(r: int, frequencies: str, steps: jnp.ndarray, seed: int = 0, keys: jnp.ndarray | None = None):
+    """One head's AReLiT readout ``a_t`` over a random 30-step tape whose cosines use ``steps`` as ``t``."""
+    from memgym.memory.arelit import arelit_elements, arelit_monoid, frequency_count
+    from memgym.memory.monoid import scan_monoid
+
+    rng = np.random.default_rng(seed)
+    dv, dk = 4, 6
+    v, k, q = (jnp.asarray(rng.normal(size=(len(steps), n)), jnp.float32) for n in (dv, dk, dk))
+    k, q = jnp.abs(k if keys is None else keys), jnp.abs(q)  # ReLU features
+    beta, gamma = (jnp.asarray(rng.uniform(0.05, 0.95, size=(len(steps), n)), jnp.float32) for n in (dv, dk))
+    count = frequency_count(r, frequencies)
+    zero = (jnp.ones(dv), jnp.ones(dk), jnp.zeros((count, dv)), jnp.zeros((count, dk)), jnp.zeros(dk))
+    elements = arelit_elements(v, k, beta, gamma, steps, r, frequencies)
+    states, _ = scan_monoid(arelit_monoid(), elements, jnp.zeros(len(steps), bool), zero)
+    mixer = AReLiTAttention(features=8, num_heads=1, head_dim=dv, eta=1, r=r, frequencies=frequencies)
+    return mixer.read(states, (jnp.ones((len(steps), 1)), q))
+
+
+@pytest.mark.parametrize("r", [1, 2, 3, 4, 7])
+def test_the_authors_frequencies_are_r_evenly_spaced_from_minus_pi_to_pi(r):
+    """Their code's ``ω = linspace(−π, π, r)`` (−π alone for r = 1): the table gives cos(ω_k t) exactly for any t."""
+    table, t = cosine_table(r, "authors"), np.arange(500)
+    assert table.shape[1] == r
+    np.testing.assert_allclose(table[t % len(table)], np.cos(np.outer(t, np.linspace(-np.pi, np.pi, r))), atol=1e-6)
+    thesis = np.cos(np.outer(t, 2 * np.pi * np.arange(r + 1) / r))  # eq. 4.19's, r + 1 of them
+    np.testing.assert_allclose(cosine_table(r)[t % r], thesis, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(offset=st.integers(0, 10**6), r=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_with_the_authors_frequencies_at_r_up_to_2_where_t_starts_does_not_matter(offset, r, seed):
+    """Their code counts t over the whole stream, memgym per episode. With ±π alone, cos(ω (t + o)) = (−1)^o cos(ω t):
+    the sign appears in ṽ and k̃ alike and cancels in the readout, so the two counts are the same model."""
+    steps = jnp.arange(30)
+    np.testing.assert_allclose(readout(r, "authors", steps + offset, seed), readout(r, "authors", steps, seed),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_with_the_authors_frequencies_at_r_1_the_keys_and_queries_count():
+    """Eq. 4.19's r = 1 reads the values alone (above); the code's cos(πt) = (−1)^t gives the keys a part."""
+    steps = jnp.arange(30)
+    other_keys = jnp.asarray(np.random.default_rng(9).normal(size=(30, 6)), jnp.float32)
+    for frequencies, changes in (("thesis", False), ("authors", True)):
+        moved = np.abs(np.asarray(readout(1, frequencies, steps) - readout(1, frequencies, steps, keys=other_keys)))
+        assert (moved.max() > 1e-2) == changes, (frequencies, moved.max())
+
+
+def test_unknown_frequencies_are_refused_by_name():
+    model = memory.make("arelit", features=8, num_layers=1, num_heads=1, head_dim=8, frequencies="paper")
+    with pytest.raises(ValueError, match="frequencies must be one of 'thesis', 'authors', got frequencies='paper'"):
+        model.initialize_carry()

@@ -34,7 +34,8 @@ SMALL = {
     "memax": dict(model="GDN", features=16),  # memax's Gated DeltaNet through the adapter
 }
 # A model with an option that changes its recurrence, run through the behaviour tests too (name: (model, options)).
-VARIANTS = {"relit-convex": ("relit", {**SMALL["relit"], "decay": "convex"})}  # the thesis authors' code's gating
+VARIANTS = {"relit-convex": ("relit", {**SMALL["relit"], "decay": "convex"}),  # the thesis authors' code's gating
+            "arelit-authors": ("arelit", {**SMALL["arelit"], "frequencies": "authors"})}  # ... and their frequencies
 # memax's model through the adapter in the slow tier (tests/memory/test_memax.py checks the adapter in the fast one)
 WITH_VARIANTS = pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow(seconds=12)) if name == "memax"
                                                  else name for name in sorted(SMALL) + sorted(VARIANTS)])
