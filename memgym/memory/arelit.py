@@ -83,7 +83,7 @@ FREQUENCIES = ("thesis", "authors")
 
 
 def cosine_table(r: int, frequencies: str = "thesis") -> np.ndarray:
-    """``cos(ω_k t)`` for ``t mod P`` (rows, ``P`` the period) and every frequency ``k`` (columns), exact per entry.
+    """``cos(ω_k t)`` for ``t mod P`` (rows, ``P`` the period) and each frequency ``k`` (columns), exact.
 
     ``"thesis"``: ``ω_k = 2πk / r``, ``k = 0 … r``, period ``r``. ``"authors"``: ``ω_k = π (2k − (r−1)) / (r−1)``,
     ``k = 0 … r−1`` (−π alone for r = 1), period ``2 (r−1)`` (2 for r = 1). Row ``m`` holds ``cos(ω_k m)``;

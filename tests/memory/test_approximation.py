@@ -165,7 +165,7 @@ def readout(r: int, frequencies: str, steps: jnp.ndarray, seed: int = 0, keys: j
 
 @pytest.mark.parametrize("r", [1, 2, 3, 4, 7])
 def test_the_authors_frequencies_are_r_evenly_spaced_from_minus_pi_to_pi(r):
-    """Their code's ``ω = linspace(−π, π, r)`` (−π alone for r = 1): the table gives cos(ω_k t) exactly for any t."""
+    """Their code's ``ω = linspace(−π, π, r)`` (−π alone for r = 1): the table gives cos(ω_k t) for any t."""
     table, t = cosine_table(r, "authors"), np.arange(500)
     assert table.shape[1] == r
     np.testing.assert_allclose(table[t % len(table)], np.cos(np.outer(t, np.linspace(-np.pi, np.pi, r))), atol=1e-6)
@@ -176,8 +176,8 @@ def test_the_authors_frequencies_are_r_evenly_spaced_from_minus_pi_to_pi(r):
 @settings(max_examples=25, deadline=None)
 @given(offset=st.integers(0, 10**6), r=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
 def test_with_the_authors_frequencies_at_r_up_to_2_where_t_starts_does_not_matter(offset, r, seed):
-    """Their code counts t over the whole stream, memgym per episode. With ±π alone, cos(ω (t + o)) = (−1)^o cos(ω t):
-    the sign appears in ṽ and k̃ alike and cancels in the readout, so the two counts are the same model."""
+    """Their code counts t over the whole stream, memgym per episode. With ±π alone, cos(ω (t + o)) =
+    (−1)^o cos(ω t): the sign appears in ṽ and k̃ alike and cancels in the readout, so both counts are one model."""
     steps = jnp.arange(30)
     np.testing.assert_allclose(readout(r, "authors", steps + offset, seed), readout(r, "authors", steps, seed),
                                rtol=1e-5, atol=1e-6)

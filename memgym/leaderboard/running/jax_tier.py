@@ -267,8 +267,9 @@ class JaxCells:
         share = len(cells) / len(keys)  # the batch's padding copies (several devices) are not the task's steps
         with progress_sink(lambda steps: progress.in_flight(steps * share)):
             if checkpoint is not None and self.pieces:
-                resumed = lambda fraction: progress.in_flight(fraction * len(cells) * self.budget.total_steps, True)  # noqa: E731
-                policy_params, env_state = self.train_in_pieces(keys, params, checkpoint, resumed)
+                steps = len(cells) * self.budget.total_steps
+                policy_params, env_state = self.train_in_pieces(
+                    keys, params, checkpoint, lambda fraction: progress.in_flight(fraction * steps, True))
             else:
                 policy_params, env_state = jax.block_until_ready(self.train(keys, params))
         return policy_params, env_state, (inner, eval_keys, policy_keys)

@@ -95,7 +95,8 @@ class Progress:
             rate, eta = self._speed(done_steps, elapsed)
             tenths = int(10 * steps / planned) if planned else 10
             if resumed:
-                line = f"resumed from its checkpoint at {100 * steps / max(planned, 1):.0f}% ({steps:,.0f}/{planned:,} steps)"
+                line = (f"resumed from its checkpoint at {100 * steps / max(planned, 1):.0f}% "
+                        f"({steps:,.0f}/{planned:,} steps)")
             elif self._bar is not None:
                 self._bar.update(self._bar_task, completed=self.done + steps / self.steps_per_cell,
                                  rate=f"{rate:,.0f} steps/s")
