@@ -368,6 +368,11 @@ TMAZE = Track(
         # scores 0.5) at every length; docs/leaderboard/tmaze-cpu/ holds its records and board.
         Preset("cpu", (16, 32, 64), seeds=5, total_steps=1_500_000, train_window=100_000, eval_episodes=200,
                max_episode_steps=1000),
+        # Its tuning sweep (`memgym leaderboard tune --preset cpu-tune`): the board's budget at its longest corridor,
+        # where the models differ (at 16 and 32 nearly every memory holds the cue at the shared setting), on seeds
+        # 100-102, disjoint from the board's 0-4.
+        Preset("cpu-tune", (64,), seeds=3, total_steps=1_500_000, train_window=100_000, eval_episodes=200,
+               max_episode_steps=1000, first_seed=100),
         Preset("standard", (20, 40, 60, 80, 100), seeds=5, total_steps=2_000_000, train_window=100_000,
                eval_episodes=100, max_episode_steps=1000),
         # Thesis §5.1.2: corridor lengths 120-200, 10M steps, 50 seeds, success over the last 100K steps (GPU).
