@@ -130,3 +130,39 @@ def test_the_published_figure_6_study_is_what_its_records_give(tmp_path, capsys)
         assert (tmp_path / name).read_text() == (FIGURE_6 / name).read_text(), f"{FIGURE_6 / name}: {hint}"
     for name in ("curves.png", "returns.png", "sensitivity.png"):
         assert_same_image(tmp_path / name, FIGURE_6 / name, hint)
+
+
+TUNING_TABLES = sorted((ROOT / "docs" / "leaderboard").glob("*/tuning-*.json"))
+
+
+def tuning_track(outcome: dict):
+    """The track whose preset of that name the tuning outcome's budget is."""
+    from memgym.leaderboard.tracks import TRACKS
+
+    matches = [track for track in TRACKS.values() if outcome["preset"]["name"] in track.presets
+               and json.loads(json.dumps(track.budget_record(track.presets[outcome["preset"]["name"]])))
+               == outcome["preset"]]
+    assert len(matches) == 1, f"no single track has the preset {outcome['preset']}: {[t.name for t in matches]}"
+    return matches[0]
+
+
+def test_the_tuning_tables_are_published():
+    assert any(path.parent.name == "tmaze-cpu-tuning" for path in TUNING_TABLES)
+
+
+@pytest.mark.parametrize("path", TUNING_TABLES, ids=[f"{p.parent.name}/{p.name}" for p in TUNING_TABLES])
+def test_a_published_tuning_selection_is_what_its_records_give(path):
+    """A tuning table (``memgym leaderboard tune``'s ``tuning-<agent>.json``) ranks and selects what the
+    records beside it give (:func:`memgym.leaderboard.boards.tuning.select`), every configuration of its grid
+    complete."""
+    from memgym.leaderboard.boards.tuning import grid_specs, select
+
+    outcome = json.loads(path.read_text())
+    track = tuning_track(outcome)
+    specs = grid_specs(outcome["agent"], outcome["grid"])
+    again = select(path.parent, specs, track.presets[outcome["preset"]["name"]], track)
+    hint = (f"{path} is not what its records give: run `memgym leaderboard tune` again with its agent, grid and "
+            f"preset and --results docs/leaderboard/{path.parent.name} (it trains nothing stored and rewrites the "
+            "table)")
+    assert json.loads(json.dumps(again, default=str)) == {k: outcome[k] for k in again}, hint
+    assert again["incomplete"] == [] and len(again["ranked"]) == len(specs), "a published sweep is complete"
