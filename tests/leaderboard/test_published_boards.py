@@ -4,7 +4,8 @@ Each published board is a results store (its records) with the files ``memgym le
 from it. The slow test rebuilds each from its records, through the command line, and compares the text
 files byte for byte and the PNG plots as images (:mod:`tests.leaderboard.published_images`: pixel for pixel
 under the matplotlib version that drew them). The fast one draws the plots again from the published
-``board.json`` (the board the records give, by the slow test) and compares them the same way.
+``board.json`` (the board the records give, by the slow test) and compares them the same way. A published
+tuning table (``tuning-<agent>.json``, beside a sweep's records) must be the selection its records give.
 """
 
 from __future__ import annotations
