@@ -140,9 +140,9 @@ def tuning_track(outcome: dict):
     """The track whose preset of that name the tuning outcome's budget is."""
     from memgym.leaderboard.tracks import TRACKS
 
-    matches = [track for track in TRACKS.values() if outcome["preset"]["name"] in track.presets
-               and json.loads(json.dumps(track.budget_record(track.presets[outcome["preset"]["name"]])))
-               == outcome["preset"]]
+    name, record = outcome["preset"]["name"], outcome["preset"]
+    matches = [track for track in TRACKS.values() if name in track.presets and track.sweep.plural in record
+               and track.budget_from_record(record) == track.presets[name]]
     assert len(matches) == 1, f"no single track has the preset {outcome['preset']}: {[t.name for t in matches]}"
     return matches[0]
 
