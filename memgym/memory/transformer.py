@@ -13,8 +13,11 @@ sub-layer output)
     r = σ(W_r y + U_r x),   z = σ(W_z y + U_z x − b_g),   ĥ = tanh(W_g y + U_g (r ⊙ x)),
     gate(x, y) = (1 − z) ⊙ x + z ⊙ ĥ.
 
+The six matrices have no biases; ``b_g`` is a learned vector, one entry per unit, that
+starts at the ``gate_bias`` given (default 2), as in the thesis authors' code.
+
 The layer norm sits *before* each sub-layer, so an identity path runs from input to
-output; the gate's bias ``b_g`` (default 2) starts every layer close to the identity.
+output; ``b_g`` > 0 starts every layer close to the identity.
 The mixer of layer ``l`` has its own carry; the stack's carry is the tuple of the
 layers' carries.
 
@@ -49,11 +52,15 @@ Carry = Any
 class GRUGate(nn.Module):
     """Gate ``gate(x, y)`` of a residual stream ``x[..., d]`` by a sub-layer output ``y[..., d]`` (module docstring).
 
+    Parisotto et al.'s form: bias-free ``W`` and ``U`` matrices and a learned ``b_g[d]``. (memgym's gates once gave
+    the three ``W`` projections biases: the one on ``W_z`` is a learned ``b_g`` in another guise, the ones on
+    ``W_r`` and ``W_g`` are in neither GTrXL nor the thesis authors' code; docs/reproduction.md.)
+
     Attributes:
-        gate_bias: ``b_g``; positive values start the gate near the identity ``gate(x, y) = x``.
-        fused: parameter layout. ``False``: one dense layer per matrix (``w_r``, ``u_r``,
-            ``w_z``, ``u_z``, ``w_g``, ``u_g``; the ``W`` ones with bias). ``True`` (GTrXL's):
-            ``W = [W_r | W_z | W_g]`` with bias, ``U = [U_r | U_z]`` and ``U_g``.
+        gate_bias: the initial value of every entry of ``b_g``; positive values start the gate near the identity
+            ``gate(x, y) = x``.
+        fused: parameter layout. ``False``: one dense layer per matrix (``w_r``, ``u_r``, ``w_z``, ``u_z``,
+            ``w_g``, ``u_g``). ``True`` (GTrXL's): ``W = [W_r | W_z | W_g]``, ``U = [U_r | U_z]`` and ``U_g``.
     """
 
     gate_bias: float = 2.0
@@ -62,16 +69,21 @@ class GRUGate(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
         d = x.shape[-1]
+
+        def dense(width: int, name: str) -> nn.Dense:
+            return nn.Dense(width, use_bias=False, kernel_init=HIDDEN, name=name)
+
         if self.fused:
-            w_r, w_z, w_g = jnp.split(nn.Dense(3 * d, kernel_init=HIDDEN, name="W")(y), 3, axis=-1)
-            u_r, u_z = jnp.split(nn.Dense(2 * d, use_bias=False, kernel_init=HIDDEN, name="U")(x), 2, axis=-1)
-            u_g = nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name="U_g")
+            w_r, w_z, w_g = jnp.split(dense(3 * d, "W")(y), 3, axis=-1)
+            u_r, u_z = jnp.split(dense(2 * d, "U")(x), 2, axis=-1)
+            u_g = dense(d, "U_g")
         else:
-            w_r, w_z, w_g = (nn.Dense(d, kernel_init=HIDDEN, name=name)(y) for name in ("w_r", "w_z", "w_g"))
-            u_r, u_z = (nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name=name)(x) for name in ("u_r", "u_z"))
-            u_g = nn.Dense(d, use_bias=False, kernel_init=HIDDEN, name="u_g")
+            w_r, w_z, w_g = (dense(d, name)(y) for name in ("w_r", "w_z", "w_g"))
+            u_r, u_z = (dense(d, name)(x) for name in ("u_r", "u_z"))
+            u_g = dense(d, "u_g")
+        b_g = self.param("b_g", nn.initializers.constant(self.gate_bias), (d,))
         r = nn.sigmoid(w_r + u_r)
-        z = nn.sigmoid(w_z + u_z - self.gate_bias)
+        z = nn.sigmoid(w_z + u_z - b_g)
         h = jnp.tanh(w_g + u_g(r * x))
         return (1.0 - z) * x + z * h
 

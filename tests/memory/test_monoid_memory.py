@@ -98,16 +98,44 @@ def test_gate_layouts_compute_the_same_gate():
     x, y = (jnp.asarray(rng.normal(size=(5, d)), jnp.float32) for _ in range(2))
     fused = GRUGate(1.5, fused=True)
     p = fused.init(jax.random.key(0), x, y)["params"]
-    w_kernel, w_bias = np.split(p["W"]["kernel"], 3, axis=1), np.split(p["W"]["bias"], 3)
-    u_kernel = np.split(p["U"]["kernel"], 2, axis=1)
+    w_kernel, u_kernel = np.split(p["W"]["kernel"], 3, axis=1), np.split(p["U"]["kernel"], 2, axis=1)
     separate = {
-        **{name: {"kernel": w_kernel[i], "bias": w_bias[i]} for i, name in enumerate(("w_r", "w_z", "w_g"))},
+        **{name: {"kernel": w_kernel[i]} for i, name in enumerate(("w_r", "w_z", "w_g"))},
         "u_r": {"kernel": u_kernel[0]},
         "u_z": {"kernel": u_kernel[1]},
         "u_g": {"kernel": p["U_g"]["kernel"]},
+        "b_g": p["b_g"],
     }
+    assert jax.tree.structure(GRUGate(1.5).init(jax.random.key(0), x, y)["params"]) == jax.tree.structure(separate)
     np.testing.assert_allclose(
         GRUGate(1.5).apply({"params": separate}, x, y), fused.apply({"params": p}, x, y), rtol=1e-5, atol=1e-6
     )
     # With a large gate bias the gate is the identity on the residual stream.
-    np.testing.assert_allclose(GRUGate(1e4).apply({"params": separate}, x, y), x, atol=1e-6)
+    np.testing.assert_allclose(GRUGate(1e4).apply({"params": {**separate, "b_g": jnp.full(d, 1e4)}}, x, y), x,
+                               atol=1e-6)
+
+
+def test_gate_is_parisottos_bias_free_matrices_and_a_learned_gate_bias():
+    """Parisotto et al. eq. 6–9: no bias on any W or U; ``b_g`` a learned vector that starts at ``gate_bias``;
+    the gate computed from those parameters by the equations, written out here in NumPy."""
+    rng = np.random.default_rng(2)
+    d = 6
+    x, y = (rng.normal(size=(3, d)).astype(np.float32) for _ in range(2))
+    for fused in (False, True):
+        params = GRUGate(2.0, fused=fused).init(jax.random.key(1), x, y)["params"]
+        assert [name for name, leaf in params.items() if name != "b_g" and set(leaf) != {"kernel"}] == []
+        np.testing.assert_array_equal(params["b_g"], np.full(d, 2.0, np.float32))
+        trained = {**params, "b_g": jnp.asarray(rng.normal(size=d), jnp.float32)}  # a moved b_g is used
+        if fused:
+            w_r, w_z, w_g = np.split(np.asarray(trained["W"]["kernel"]), 3, axis=1)
+            u_r, u_z = np.split(np.asarray(trained["U"]["kernel"]), 2, axis=1)
+            u_g = np.asarray(trained["U_g"]["kernel"])
+        else:
+            w_r, w_z, w_g, u_r, u_z, u_g = (np.asarray(trained[n]["kernel"])
+                                            for n in ("w_r", "w_z", "w_g", "u_r", "u_z", "u_g"))
+        sigmoid = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
+        r = sigmoid(y @ w_r + x @ u_r)
+        z = sigmoid(y @ w_z + x @ u_z - np.asarray(trained["b_g"]))
+        h = np.tanh(y @ w_g + (r * x) @ u_g)
+        np.testing.assert_allclose(GRUGate(2.0, fused=fused).apply({"params": trained}, x, y), (1 - z) * x + z * h,
+                                   rtol=1e-5, atol=1e-6)
