@@ -128,3 +128,46 @@ def test_a_tall_legend_gets_room_and_columns():
         assert_legend_beside_the_data(figure, names)
     finally:
         plt.close(figure)
+
+
+TUNING = Path(__file__).parents[2] / "docs" / "leaderboard" / "tmaze-cpu-tuning" / "board.json"
+
+
+def test_a_tuning_board_gets_a_panel_per_agent_family_each_with_its_configurations():
+    """More rows than one legend can name (a sweep: every configuration of 8 agents) are drawn one panel per
+    agent family, each with a legend of its configurations beside it, covering no panel and inside the image."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from memgym.leaderboard.protocol import parse_spec
+
+    board = json.loads(TUNING.read_text())
+    families: dict[str, list[dict]] = {}
+    for entry in board["entries"]:
+        families.setdefault(parse_spec(entry["spec"])[0], []).append(entry)
+    assert len(board["entries"]) > report.FAMILY_PANELS_ABOVE and len(families) > 1
+    for figure in (report.by_length_figure(board), report.learning_curves_figure(board)):
+        try:
+            figure.canvas.draw()
+            assert not figure.legends, "one legend for every panel"
+            panels = [axis for axis in figure.axes if axis.axison]
+            assert [axis.get_title().split(",")[0] for axis in panels] == sorted(families)
+            for axis in panels:
+                entries = families[axis.get_title().split(",")[0]]
+                legend = axis.get_legend()
+                assert [t.get_text() for t in legend.get_texts()] == [report.family_label(e) for e in entries]
+                assert all("[" not in t.get_text() for t in legend.get_texts())
+                handles, _ = axis.get_legend_handles_labels()
+                lines = [h.lines[0] if hasattr(h, "lines") else h for h in handles]
+                looks = {(to_hex(line.get_color()), line.get_marker()) for line in lines}
+                assert len(looks) == len(entries), "two configurations in a panel look alike"
+                box = legend.get_window_extent()
+                assert box.x0 >= axis.get_window_extent().x1, "the legend covers its panel"
+                assert not any(box.overlaps(other.get_window_extent()) for other in panels), axis.get_title()
+                page = figure.bbox
+                assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+        finally:
+            plt.close(figure)
+    assert report.family_label({"spec": "a2c-cpu-gru[learning_rate=0.003,entropy_coef=0.01]", "version": 2}) == (
+        "learning_rate=0.003, entropy_coef=0.01 @v2")
+    assert report.family_label({"spec": "a2c-cpu-gru", "version": 1}) == "defaults"

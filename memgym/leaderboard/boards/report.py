@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from memgym.leaderboard.protocol import parse_spec
 from memgym.leaderboard.running.planning import version_label
 from memgym.leaderboard.boards.stats import summarize
 from memgym.leaderboard.store import ResultsStore, result_order
@@ -330,6 +331,9 @@ def pyplot():
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 #: One column of a plot's legend holds at most this many series; a taller legend gets more columns.
 LEGEND_ROWS = 24
+#: A board of more agents than this (a tuning sweep's configurations) draws one panel per agent family, the name
+#: before the options, each panel with a legend of its own configurations: 50 lines in one panel cannot be read.
+FAMILY_PANELS_ABOVE = LEGEND_ROWS
 
 
 def series_styles(names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -359,17 +363,53 @@ def board_styles(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return series_styles(list(dict.fromkeys(e["agent"] for e in board["entries"])))
 
 
+def families(board: dict[str, Any]) -> dict[str, str] | None:
+    """Per agent row, its family (the spec's name without options: ``a2c-cpu-gru``) where the board has more than
+    :data:`FAMILY_PANELS_ABOVE` rows and its plots get a panel per family; None where one panel holds them all."""
+    if len({e["agent"] for e in board["entries"]}) <= FAMILY_PANELS_ABOVE:
+        return None
+    return {e["agent"]: parse_spec(e["spec"])[0] for e in board["entries"]}
+
+
+def family_label(entry: dict[str, Any]) -> str:
+    """An agent row named within its family's panel: its options and version (``learning_rate=0.003,
+    entropy_coef=0.01 @v2``), or ``defaults``."""
+    options = ", ".join(f"{key}={value}" for key, value in parse_spec(entry["spec"])[1].items()) or "defaults"
+    return version_label(options, entry["version"]).replace("@", " @")
+
+
+def family_panels(figure, axes, used: int, fontsize: float = 7) -> None:
+    """:func:`arrange_panels` for a plot of family panels: each panel's legend to its right, every panel's
+    series styled by its own :func:`series_styles` (so no two in a panel share a colour)."""
+    panels = list(np.ravel(axes))
+    for axis in panels[used:]:
+        axis.axis("off")
+    for axis in panels[:used]:
+        handles, labels = axis.get_legend_handles_labels()
+        if handles:
+            axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=fontsize,
+                        borderaxespad=0.0)
+
+
 def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
     """The figure of :func:`plot` (a matplotlib ``Figure``), or None without matplotlib or entries."""
     plt = pyplot()
     if plt is None or not board["entries"]:
         return None
     score, sweep = track.score, track.sweep
-    styles = board_styles(board)
-    presets = sorted({e["preset"] for e in board["entries"]})
-    figure, axes = panel_grid(plt, len(presets), width=6.5, height=4.2)
-    for axis, budget in zip(axes.flat, presets):
-        entries = [e for e in board["entries"] if e["preset"] == budget]
+    grouped = families(board)
+    if grouped is None:
+        panels = [(preset, None) for preset in sorted({e["preset"] for e in board["entries"]})]
+        styles, label = board_styles(board), (lambda e: e["agent"])
+        figure, axes = panel_grid(plt, len(panels), width=6.5, height=4.2)
+    else:
+        panels = sorted({(e["preset"], grouped[e["agent"]]) for e in board["entries"]})
+        label = family_label
+        figure, axes = panel_grid(plt, len(panels), width=7.5, height=3.6, max_columns=2)
+    for axis, (budget, family) in zip(axes.flat, panels):
+        entries = [e for e in board["entries"] if e["preset"] == budget and (family is None or grouped[e["agent"]] == family)]
+        if family is not None:
+            styles = {e["agent"]: style for e, style in zip(entries, series_styles([label(e) for e in entries]).values())}
         grid = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
         # the values run, evenly spaced, and nothing between; each agent's points a little to the side of
         # the value's tick (its place in the ranking), so agents with equal scores are all seen
@@ -386,14 +426,15 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
             mean = np.array([per[x]["mean"] for x in lengths])
             low = np.array([per[x]["ci_low"] for x in lengths])
             high = np.array([per[x]["ci_high"] for x in lengths])
-            axis.errorbar(at, mean, yerr=[mean - low, high - mean], label=e["agent"], capsize=2, markersize=5,
+            axis.errorbar(at, mean, yerr=[mean - low, high - mean], label=label(e), capsize=2, markersize=5,
                           linewidth=1.2, elinewidth=0.8, **styles[e["agent"]])
         axis.set_xlim(-0.5, len(grid) - 0.5)
-        axis.set(title=f"{track.title}, preset {budget}", xlabel=sweep.name.replace("_", " "),
+        axis.set(title=f"{track.title}, preset {budget}" if family is None else f"{family}, preset {budget}",
+                 xlabel=sweep.name.replace("_", " "),
                  ylabel=f"evaluation {score.name.replace('_', ' ')} (95% interval)", ylim=_limits(score.bounds))
         if score.chance is not None:
             axis.axhline(score.chance, color="gray", linestyle=":", linewidth=1)
-    arrange_panels(figure, axes, len(presets))
+    (arrange_panels if grouped is None else family_panels)(figure, axes, len(panels))
     return figure
 
 
@@ -407,22 +448,30 @@ def learning_curves_figure(board: dict[str, Any], track: Track = TMAZE):
     """The figure of :func:`plot_learning_curves`, or None without matplotlib or curves."""
     plt = pyplot()
     score, sweep = track.score, track.sweep
-    panels = sorted({(e["preset"], length) for e in board["entries"] for length in e["curves"]},
-                    key=lambda panel: (panel[0], sweep.index(panel[1])))
+    grouped = families(board)
+    panels = sorted({(e["preset"], length, grouped[e["agent"]] if grouped else "") for e in board["entries"]
+                     for length in e["curves"]}, key=lambda panel: (panel[0], panel[2], sweep.index(panel[1])))
     if plt is None or not panels:
         return None
-    styles = board_styles(board)
-    figure, axes = panel_grid(plt, len(panels), width=4.5, height=3.4)
-    for axis, (budget, length) in zip(axes.flat, panels):
-        for rank, e in enumerate(e for e in board["entries"] if e["preset"] == budget):
+    if grouped is None:
+        styles, label = board_styles(board), (lambda e: e["agent"])
+        figure, axes = panel_grid(plt, len(panels), width=4.5, height=3.4)
+    else:
+        label = family_label
+        figure, axes = panel_grid(plt, len(panels), width=7.5, height=3.6, max_columns=2)
+    for axis, (budget, length, family) in zip(axes.flat, panels):
+        entries = [e for e in board["entries"] if e["preset"] == budget and (not family or grouped[e["agent"]] == family)]
+        if family:
+            styles = {e["agent"]: style for e, style in zip(entries, series_styles([label(e) for e in entries]).values())}
+        for rank, e in enumerate(entries):
             curve = e["curves"].get(length)
             if curve:
                 # a marker every third bin, the agents' markers staggered so they do not pile up
-                axis.plot(curve["env_steps"], curve[score.name], label=e["agent"], markersize=4, linewidth=1.1,
+                axis.plot(curve["env_steps"], curve[score.name], label=label(e), markersize=4, linewidth=1.1,
                           markevery=(rank % 3, 3), **styles[e["agent"]])
-        axis.set(title=f"{budget}, {sweep.column(length)}", xlabel="environment steps",
-                 ylabel=f"training {score.label}", ylim=_limits(score.bounds))
-    arrange_panels(figure, axes, len(panels))
+        axis.set(title=f"{family + ', ' if family else ''}{budget}, {sweep.column(length)}",
+                 xlabel="environment steps", ylabel=f"training {score.label}", ylim=_limits(score.bounds))
+    (arrange_panels if grouped is None else family_panels)(figure, axes, len(panels))
     return figure
 
 
@@ -432,12 +481,12 @@ def plot_learning_curves(board: dict[str, Any], path: Path, track: Track = TMAZE
     return save_figure(learning_curves_figure(board, track), path)
 
 
-def panel_grid(plt, panels: int, width: float = 4.0, height: float = 3.0):
-    """``(figure, axes)``: a grid of at most 4 columns with room for ``panels`` panels (constrained layout,
-    so that :func:`arrange_panels` can put the legend beside them)."""
+def panel_grid(plt, panels: int, width: float = 4.0, height: float = 3.0, max_columns: int = 4):
+    """``(figure, axes)``: a grid of at most ``max_columns`` columns with room for ``panels`` panels (constrained
+    layout, so that :func:`arrange_panels` can put the legend beside them)."""
     if isinstance(panels, bool) or not isinstance(panels, int) or panels < 1:
         raise ValueError(f"panels must be a positive integer, got {panels!r}")
-    columns = min(panels, 4)
+    columns = min(panels, max_columns)
     rows = -(-panels // columns)
     return plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False,
                         layout="constrained")
