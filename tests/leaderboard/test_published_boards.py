@@ -147,6 +147,24 @@ def tuning_track(outcome: dict):
     return matches[0]
 
 
+def test_the_cpu_boards_tuned_agents_run_at_their_published_selection():
+    """Every ``a2c-cpu-*`` agent with a published sweep on ``cpu-tune`` trains at the learning rate and entropy
+    coefficient the sweep selected (the board is scored at each model's own tuned values), and every agent in
+    :data:`~memgym.leaderboard.reference.CPU_TUNED` has such a sweep."""
+    from memgym.leaderboard import reference
+    from memgym.leaderboard.protocol import parse_spec
+
+    tables = {json.loads(p.read_text())["agent"]: json.loads(p.read_text()) for p in TUNING_TABLES
+              if p.parent.name == "tmaze-cpu-tuning"}
+    tuned = [name for name in tables if getattr(reference, name.replace("-", "_")).config().memory
+             in reference.CPU_TUNED]
+    assert len(tuned) == len(reference.CPU_TUNED), (sorted(tables), sorted(reference.CPU_TUNED))
+    for name in tuned:
+        config = getattr(reference, name.replace("-", "_")).config()
+        selected = parse_spec(tables[name]["selected"]["spec"])[1]
+        assert {key: getattr(config, key) for key in selected} == selected, name
+
+
 def test_the_tuning_tables_are_published():
     assert any(path.parent.name == "tmaze-cpu-tuning" for path in TUNING_TABLES)
 
