@@ -187,6 +187,8 @@ CPU_TUNED = {
     "tiny-mlp": dict(learning_rate=1e-2, entropy_coef=1e-3),
     "tiny-lstm": dict(learning_rate=3e-3, entropy_coef=1e-3),
     "tiny-gru": dict(learning_rate=3e-3, entropy_coef=1e-2),
+    "tiny-linear_attention": dict(learning_rate=3e-3, entropy_coef=1e-3),
+    "tiny-arelit": dict(learning_rate=3e-3, entropy_coef=1e-3),
 }
 
 
