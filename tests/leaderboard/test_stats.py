@@ -38,6 +38,7 @@ def test_the_board_iqm_is_rliables_on_the_published_records(board):
     from rliable import metrics
 
     from memgym.leaderboard.boards import report
+    from memgym.leaderboard.running.planning import version_label
     from memgym.leaderboard.store import result_order
     from memgym.leaderboard.tracks import POPGYM_REPEAT_PREVIOUS, TMAZE
 
@@ -45,7 +46,8 @@ def test_the_board_iqm_is_rliables_on_the_published_records(board):
     store = track.store(Path(__file__).resolve().parents[2] / "docs" / "leaderboard" / board)
     results = defaultdict(list)
     for record in track.records(store):
-        results[(record["agent"], record[track.sweep.name], record["seed"])].append(record)
+        row = version_label(record["agent"], record.get("version", 1))  # a version is a row of its own
+        results[(row, record[track.sweep.name], record["seed"])].append(record)
     scores: dict[str, dict[tuple, float]] = defaultdict(dict)
     for (agent, value, seed), records in results.items():  # a cell counts with its first ok result, else fails
         counted = next((r for r in sorted(records, key=result_order) if r["status"] == "ok"), None)
