@@ -379,8 +379,7 @@ def family_label(entry: dict[str, Any]) -> str:
 
 
 def family_panels(figure, axes, used: int, fontsize: float = 7) -> None:
-    """:func:`arrange_panels` for a plot of family panels: each panel's legend to its right, every panel's
-    series styled by its own :func:`series_styles` (so no two in a panel share a colour)."""
+    """:func:`arrange_panels` for a plot of family panels (:func:`families`): each panel's own legend to its right."""
     panels = list(np.ravel(axes))
     for axis in panels[used:]:
         axis.axis("off")
@@ -391,6 +390,25 @@ def family_panels(figure, axes, used: int, fontsize: float = 7) -> None:
                         borderaxespad=0.0)
 
 
+def panel_series(board: dict[str, Any], grouped: dict[str, str] | None, budget: str, family: str):
+    """What one panel of preset ``budget`` draws: its rows (in board order), how its legend names them and their
+    styles. One panel of every row (``grouped`` None) names them in full with the board's styles; a family panel
+    names them by :func:`family_label`, styled by their place in the family."""
+    entries = [e for e in board["entries"] if e["preset"] == budget and (grouped is None or grouped[e["agent"]] == family)]
+    if grouped is None:
+        return entries, (lambda e: e["agent"]), board_styles(board)
+    styles = series_styles([family_label(e) for e in entries]).values()
+    return entries, family_label, {e["agent"]: style for e, style in zip(entries, styles)}
+
+
+def figure_grid(plt, panels: int, grouped: dict[str, str] | None, width: float, height: float):
+    """:func:`panel_grid` for a board's plot: ``width`` × ``height`` panels, or for family panels (``grouped``)
+    wider ones, two to a row, with room for each panel's legend."""
+    if grouped is None:
+        return panel_grid(plt, panels, width=width, height=height)
+    return panel_grid(plt, panels, width=7.5, height=3.6, max_columns=2)
+
+
 def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
     """The figure of :func:`plot` (a matplotlib ``Figure``), or None without matplotlib or entries."""
     plt = pyplot()
@@ -398,18 +416,10 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
         return None
     score, sweep = track.score, track.sweep
     grouped = families(board)
-    if grouped is None:
-        panels = [(preset, None) for preset in sorted({e["preset"] for e in board["entries"]})]
-        styles, label = board_styles(board), (lambda e: e["agent"])
-        figure, axes = panel_grid(plt, len(panels), width=6.5, height=4.2)
-    else:
-        panels = sorted({(e["preset"], grouped[e["agent"]]) for e in board["entries"]})
-        label = family_label
-        figure, axes = panel_grid(plt, len(panels), width=7.5, height=3.6, max_columns=2)
+    panels = sorted({(e["preset"], grouped[e["agent"]] if grouped else "") for e in board["entries"]})
+    figure, axes = figure_grid(plt, len(panels), grouped, width=6.5, height=4.2)
     for axis, (budget, family) in zip(axes.flat, panels):
-        entries = [e for e in board["entries"] if e["preset"] == budget and (family is None or grouped[e["agent"]] == family)]
-        if family is not None:
-            styles = {e["agent"]: style for e, style in zip(entries, series_styles([label(e) for e in entries]).values())}
+        entries, label, styles = panel_series(board, grouped, budget, family)
         grid = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
         # the values run, evenly spaced, and nothing between; each agent's points a little to the side of
         # the value's tick (its place in the ranking), so agents with equal scores are all seen
@@ -429,8 +439,7 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
             axis.errorbar(at, mean, yerr=[mean - low, high - mean], label=label(e), capsize=2, markersize=5,
                           linewidth=1.2, elinewidth=0.8, **styles[e["agent"]])
         axis.set_xlim(-0.5, len(grid) - 0.5)
-        axis.set(title=f"{track.title}, preset {budget}" if family is None else f"{family}, preset {budget}",
-                 xlabel=sweep.name.replace("_", " "),
+        axis.set(title=f"{family or track.title}, preset {budget}", xlabel=sweep.name.replace("_", " "),
                  ylabel=f"evaluation {score.name.replace('_', ' ')} (95% interval)", ylim=_limits(score.bounds))
         if score.chance is not None:
             axis.axhline(score.chance, color="gray", linestyle=":", linewidth=1)
@@ -453,16 +462,9 @@ def learning_curves_figure(board: dict[str, Any], track: Track = TMAZE):
                      for length in e["curves"]}, key=lambda panel: (panel[0], panel[2], sweep.index(panel[1])))
     if plt is None or not panels:
         return None
-    if grouped is None:
-        styles, label = board_styles(board), (lambda e: e["agent"])
-        figure, axes = panel_grid(plt, len(panels), width=4.5, height=3.4)
-    else:
-        label = family_label
-        figure, axes = panel_grid(plt, len(panels), width=7.5, height=3.6, max_columns=2)
+    figure, axes = figure_grid(plt, len(panels), grouped, width=4.5, height=3.4)
     for axis, (budget, length, family) in zip(axes.flat, panels):
-        entries = [e for e in board["entries"] if e["preset"] == budget and (not family or grouped[e["agent"]] == family)]
-        if family:
-            styles = {e["agent"]: style for e, style in zip(entries, series_styles([label(e) for e in entries]).values())}
+        entries, label, styles = panel_series(board, grouped, budget, family)
         for rank, e in enumerate(entries):
             curve = e["curves"].get(length)
             if curve:
