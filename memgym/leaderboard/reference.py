@@ -190,6 +190,7 @@ CPU_TUNED = {
     "tiny-gru": dict(learning_rate=3e-3, entropy_coef=1e-2),
     "tiny-linear_attention": dict(learning_rate=3e-3, entropy_coef=1e-3),
     "tiny-arelit": dict(learning_rate=3e-3, entropy_coef=1e-3),
+    "tiny-relit": dict(learning_rate=3e-3, entropy_coef=1e-2),
 }
 
 

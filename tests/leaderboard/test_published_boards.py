@@ -147,25 +147,29 @@ def tuning_track(outcome: dict):
     return matches[0]
 
 
+# Swept, but their selection at L = 64 does not carry to the board (docs/reproduction.md): they keep the shared values.
+SELECTION_NOT_CARRIED = {"a2c-cpu-mlp", "a2c-cpu-gtrxl-32", "a2c-cpu-lstm"}
+
+
 def test_the_cpu_boards_tuned_agents_run_at_their_published_selection():
     """Every ``a2c-cpu-*`` agent with a published sweep on ``cpu-tune`` trains at the learning rate and entropy
-    coefficient the sweep selected (the board is scored at each model's own tuned values), except the memoryless
-    control, whose sweep has nothing above chance to select (it keeps the shared values, docs/reproduction.md);
-    and every agent in :data:`~memgym.leaderboard.reference.CPU_TUNED` has such a sweep."""
+    coefficient the sweep selected (the board is scored at each model's own tuned values), except those of
+    :data:`SELECTION_NOT_CARRIED`, which train at the board's shared values; and every agent in
+    :data:`~memgym.leaderboard.reference.CPU_TUNED` has such a sweep."""
     from memgym.leaderboard import reference
     from memgym.leaderboard.protocol import parse_spec
 
     tables = {json.loads(p.read_text())["agent"]: json.loads(p.read_text()) for p in TUNING_TABLES
               if p.parent.name == "tmaze-cpu-tuning"}
-    control = tables.pop("a2c-cpu-mlp")
-    assert control["selected"]["train_score"] < 0.55 and reference.a2c_cpu_mlp.config().learning_rate == 1e-3
-    tuned = [name for name in tables if getattr(reference, name.replace("-", "_")).config().memory
-             in reference.CPU_TUNED]
-    assert len(tuned) == len(reference.CPU_TUNED), (sorted(tables), sorted(reference.CPU_TUNED))
-    for name in tuned:
+    tuned = {getattr(reference, name.replace("-", "_")).config().memory for name in tables}
+    assert set(reference.CPU_TUNED) <= tuned, sorted(set(reference.CPU_TUNED) - tuned)
+    for name, table in tables.items():
         config = getattr(reference, name.replace("-", "_")).config()
-        selected = parse_spec(tables[name]["selected"]["spec"])[1]
-        assert {key: getattr(config, key) for key in selected} == selected, name
+        selected = parse_spec(table["selected"]["spec"])[1]
+        expected = ({key: reference.CPU_A2C[key] for key in selected} if name in SELECTION_NOT_CARRIED
+                    else selected)
+        assert {key: getattr(config, key) for key in selected} == expected, name
+        assert (config.memory in reference.CPU_TUNED) == (name not in SELECTION_NOT_CARRIED), name
 
 
 def test_the_tuning_tables_are_published():
