@@ -191,6 +191,7 @@ CPU_TUNED = {
     "tiny-linear_attention": dict(learning_rate=3e-3, entropy_coef=1e-3),
     "tiny-arelit": dict(learning_rate=3e-3, entropy_coef=1e-3),
     "tiny-relit": dict(learning_rate=3e-3, entropy_coef=1e-2),
+    "tiny-gtrxl-128": dict(learning_rate=1e-3, entropy_coef=1e-3),
 }
 
 
