@@ -11,6 +11,7 @@ that moved (the same version), and refuses one whose records were made by code t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -184,7 +185,8 @@ def test_the_worked_submissions_records_are_of_what_the_reference_agent_computes
 @pytest.mark.slow(seconds=90)
 def test_a_run_resumes_across_a_refactor_and_refuses_a_changed_computation(agent_package, tmp_path):
     """Records of code that has since moved are the same version (no cell re-runs); records whose code computes
-    otherwise stop the run, which names what changed. The store's records are edited as an older version of the
+    otherwise stop the run, which names what changed. A value added to the budget's grid trains as the same version
+beside the moved code's records. The store's records are edited as an older version of the
     code would have written them: another code hash, the same computation."""
     budget = Preset("tiny", values=(4,), seeds=1, total_steps=2_048, train_window=1_024, eval_episodes=8,
                     max_episode_steps=16)
@@ -199,6 +201,9 @@ def test_a_run_resumes_across_a_refactor_and_refuses_a_changed_computation(agent
     lines = []
     run([spec], budget, results, log=lines.append, policies=False)
     assert any("all 1 seeds stored, skipping" in line for line in lines), lines
+    run([spec], dataclasses.replace(budget, values=(4, 6)), results, log=lambda line: None, policies=False)
+    added = json.loads(next(results.glob("*/L6/seed0.json")).read_text())  # the grid gained a value: same version
+    assert added["version"] == 1 and added["agent_info"][COMPUTATION] == record["agent_info"][COMPUTATION]
     record["agent_info"][COMPUTATION] = "1" * 64  # made by code that computed otherwise
     path.write_text(json.dumps(record))
     with pytest.raises(ValueError, match=re.escape("what it computes changed (computation sha256 1111111111111111…")):

@@ -179,12 +179,15 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
 def _computed(spec: str, computation: Callable[[str, Any], str] | None, track: Track,
               budget_record: dict[str, Any]) -> Callable[[dict[str, Any]], str | None]:
     """What agent ``spec`` computes now for the cells of a stored record, or None where that cannot be told: no
-    ``computation``, a record of another tier or budget, or an agent that cannot be traced now. Traced once per
-    env."""
+    ``computation``, a record of another tier or budget, or an agent that cannot be traced now. A record of the
+    budget on other values (a grid that has since gained values, which :func:`_check_budget` allows) is of the
+    budget: a cell's env is traced for its own value. Traced once per env."""
     traced: dict[Any, str | None] = {}
 
     def of(record: dict[str, Any]) -> str | None:
-        if computation is None or record.get("tier") != "jax" or record.get("preset") != budget_record:
+        kept = record.get("preset") or {}
+        if (computation is None or record.get("tier") != "jax"
+                or kept != budget_record | {track.sweep.plural: kept.get(track.sweep.plural)}):
             return None
         key = track.env_key(record.get(track.sweep.name))
         if key not in traced:
