@@ -113,6 +113,32 @@ def test_protection_says_what_is_in_force_here():
         assert described["mode"] == sandbox.CONTAINER and described["contained"] and not described["network"]
 
 
+@needs_root
+def test_a_root_verifiers_container_runs_an_interpreter_its_user_cannot_reach():
+    """Started by root, bubblewrap runs as ``nobody``, who cannot enter a folder of mode 700 (pyenv's Python under
+    ``/root``). A verifier whose interpreter lies in one still runs the agent in the container: the interpreter and
+    its packages are bound in from where root reaches them (``submissions.staging``)."""
+    if shutil.which(sandbox.BUBBLEWRAP) is None:
+        pytest.skip("bubblewrap is not installed")
+    closed = Path(tempfile.mkdtemp(prefix="memgym-closed-"))
+    try:
+        closed.chmod(0o700)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True, timeout=120)
+        interpreter = closed / "venv" / "bin" / "python"
+        (site,) = (closed / "venv").glob("lib/python*/site-packages")
+        paths = [str(Path(memgym.__file__).parents[1]), *(p for p in sys.path[1:] if p and os.path.isdir(p))]
+        (site / "memgym-test.pth").write_text("\n".join(paths) + "\n")
+        assert sandbox.closed_folder(sandbox.agent_user(), [str(interpreter)]) is not None
+        done = subprocess.run([str(interpreter), "-c", "import json; from memgym.leaderboard.submissions import "
+                               "isolation; print(json.dumps(isolation.protection()))"],
+                              capture_output=True, text=True, timeout=600, cwd=closed)
+        assert done.returncode == 0, done.stderr[-2000:]
+        described = json.loads(done.stdout.splitlines()[-1])
+        assert described["mode"] == sandbox.CONTAINER and described["contained"] and described["user"] == "nobody"
+    finally:
+        shutil.rmtree(closed, ignore_errors=True)
+
+
 def test_the_environment_is_an_allow_list_and_secrets_are_withheld_from_it():
     passed, withheld = sandbox.passed_on({"PATH": "/bin", "GITHUB_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "y",
                                           "SSH_AUTH_SOCK": "z", "XLA_FLAGS": "--a", "WANDB_API_KEY": "w",

@@ -333,13 +333,13 @@ class Launch:
         if self.mode != CONTAINER:
             return subprocess.Popen(list(argv), env=environment, cwd=self.cwd(agent), pass_fds=tuple(pass_fds),
                                     **user, **kwargs)
-        arguments, bound = container_arguments(self, environment, self.cwd(agent))
-        try:
-            return subprocess.Popen([shutil.which(BUBBLEWRAP) or BUBBLEWRAP, *arguments, "--", *argv], env={},
-                                    pass_fds=(*pass_fds, *bound), **user, **kwargs)
-        finally:
-            for fd in bound:
-                os.close(fd)
+        arguments, staged = container_arguments(self, environment, self.cwd(agent))
+        command = [shutil.which(BUBBLEWRAP) or BUBBLEWRAP, *arguments, "--", *argv]
+        if self.user is not None:  # staging binds, then becomes the user and executes bubblewrap
+            plan = {"uid": self.user.uid, "gid": self.user.gid, "binds": staged}
+            command = [sys.executable, "-I", "-S", str(Path(__file__).with_name("staging.py")), json.dumps(plan),
+                       "--", *command]
+        return subprocess.Popen(command, env={}, pass_fds=tuple(pass_fds), **kwargs)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -388,53 +388,57 @@ def python_paths() -> list[str]:
                        *[p for p in sys.path[1:] if p and os.path.isdir(p)]])
 
 
-def container_arguments(launch: Launch, environment: Mapping[str, str], cwd: str) -> tuple[list[str], list[int]]:
-    """bubblewrap's arguments for ``launch`` (up to its ``--``) and the file descriptors they bind.
+def container_arguments(launch: Launch, environment: Mapping[str, str], cwd: str) -> tuple[list[str], list[list[str]]]:
+    """bubblewrap's arguments for ``launch`` (up to its ``--``) and the folders :mod:`staging` binds for it first.
 
     New user, PID, network, IPC, UTS and cgroup namespaces, no further user namespaces inside; the child is uid and
     gid :data:`UNPRIVILEGED_ID` in its own session and dies with the verifier. Its root is an empty, read-only
     tmpfs holding, read-only: :data:`SYSTEM_PATHS`, :data:`SYSTEM_FILES`, :func:`python_paths` and the code at
     :data:`CONTAINER_CODE`; its own /proc and a minimal /dev with the accelerators' devices; a tmpfs of
-    ``Limits.file_size`` at :data:`CONTAINER_TMP` (HOME, TMPDIR, caches). Folders are bound from descriptors this
-    process opened, so a root verifier's bubblewrap, running as :data:`AGENT_USER`, binds an interpreter under a
-    folder that user cannot enter. The environment is ``environment`` alone (``--clearenv``)."""
+    ``Limits.file_size`` at :data:`CONTAINER_TMP` (HOME, TMPDIR, caches). The environment is ``environment`` alone
+    (``--clearenv``).
+
+    Started by a root verifier, bubblewrap runs as :data:`AGENT_USER` and binds what that user can reach: the
+    interpreter, its packages and the code are bound from mount points in the launch's private tree, onto which
+    :mod:`staging` binds them (``[source, mount point]`` pairs), so that an interpreter under a folder the user
+    cannot enter still runs. Started by an ordinary user, it binds them from their own paths (no pairs)."""
     arguments = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
                  "--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
-    bound: list[int] = []
+    staged: list[list[str]] = []
 
     def bind(source: str, target: str) -> None:
-        fd = os.open(source, os.O_PATH | (os.O_DIRECTORY if os.path.isdir(source) else 0))
-        bound.append(fd)
-        arguments.extend(["--ro-bind-fd", str(fd), target])
+        if launch.user is None:
+            arguments.extend(["--ro-bind", source, target])
+            return
+        point = launch.root / "staged" / str(len(staged))
+        point.parent.mkdir(mode=0o711, exist_ok=True)
+        point.mkdir(mode=0o711) if os.path.isdir(source) else point.touch(mode=0o644)
+        staged.append([source, str(point)])
+        arguments.extend(["--ro-bind", str(point), target])
 
-    try:
-        # the private tmpfs first: a folder bound below comes from elsewhere even where it lies under /tmp
-        arguments.extend(["--proc", "/proc", "--dev", "/dev"])
-        for device in _accelerators():
-            arguments.extend(["--dev-bind", device, device])
-        size = launch.limits.file_size if launch.limits is not None else Limits.DISK
-        arguments.extend(["--size", str(size), "--tmpfs", CONTAINER_TMP])
-        for name in ("home", "tmp", "cache", "pycache"):
-            arguments.extend(["--dir", f"{CONTAINER_TMP}/{name}"])
-        for path in SYSTEM_PATHS:
-            if os.path.islink(path):
-                arguments.extend(["--symlink", os.readlink(path), path])
-            elif os.path.isdir(path):
-                arguments.extend(["--ro-bind", path, path])
-        for path in SYSTEM_FILES:
-            arguments.extend(["--ro-bind-try", path, path])
-        for path in python_paths():
-            bind(path, path)
-        if launch.code_dir is not None:
-            bind(launch.code, CONTAINER_CODE)
-        arguments.extend(["--remount-ro", "/", "--chdir", cwd, "--clearenv"])
-        for name, value in environment.items():
-            arguments.extend(["--setenv", name, value])
-    except BaseException:
-        for fd in bound:
-            os.close(fd)
-        raise
-    return arguments, bound
+    # the private tmpfs first: a folder bound below comes from elsewhere even where it lies under /tmp
+    arguments.extend(["--proc", "/proc", "--dev", "/dev"])
+    for device in _accelerators():
+        arguments.extend(["--dev-bind", device, device])
+    size = launch.limits.file_size if launch.limits is not None else Limits.DISK
+    arguments.extend(["--size", str(size), "--tmpfs", CONTAINER_TMP])
+    for name in ("home", "tmp", "cache", "pycache"):
+        arguments.extend(["--dir", f"{CONTAINER_TMP}/{name}"])
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            arguments.extend(["--symlink", os.readlink(path), path])
+        elif os.path.isdir(path):
+            arguments.extend(["--ro-bind", path, path])
+    for path in SYSTEM_FILES:
+        arguments.extend(["--ro-bind-try", path, path])
+    for path in python_paths():
+        bind(path, path)
+    if launch.code_dir is not None:
+        bind(launch.code, CONTAINER_CODE)
+    arguments.extend(["--remount-ro", "/", "--chdir", cwd, "--clearenv"])
+    for name, value in environment.items():
+        arguments.extend(["--setenv", name, value])
+    return arguments, staged
 
 
 def passed_on(environment: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
