@@ -136,25 +136,36 @@ TUNING = Path(__file__).parents[2] / "docs" / "leaderboard" / "tmaze-cpu-tuning"
 
 def test_a_tuning_board_gets_a_panel_per_agent_family_each_with_its_configurations():
     """More rows than one legend can name (a sweep: every configuration of 8 agents) are drawn one panel per
-    agent family, each with a legend of its configurations beside it, covering no panel and inside the image."""
+    agent family (learning curves: per family and corridor length), each with a legend of its configurations
+    beside it (those with a curve at that length), covering no panel and inside the image."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_hex
 
     from memgym.leaderboard.protocol import parse_spec
+    from memgym.leaderboard.tracks import TMAZE
 
     board = json.loads(TUNING.read_text())
     families: dict[str, list[dict]] = {}
     for entry in board["entries"]:
         families.setdefault(parse_spec(entry["spec"])[0], []).append(entry)
     assert len(board["entries"]) > report.FAMILY_PANELS_ABOVE and len(families) > 1
-    for figure in (report.by_length_figure(board), report.learning_curves_figure(board)):
+    lengths = {family: sorted({int(length) for e in entries for length in e["curves"]})
+               for family, entries in families.items()}
+    assert max(len(found) for found in lengths.values()) > 1, "a family swept over several lengths"
+    by_length = {family: (family, families[family]) for family in sorted(families)}
+    curves = {f"{family}, {TMAZE.sweep.column(length)}": (family, [e for e in families[family]
+                                                                   if e["curves"].get(str(length))])
+              for family in sorted(families) for length in lengths[family]}
+    for figure, expected in ((report.by_length_figure(board), by_length),
+                             (report.learning_curves_figure(board), curves)):
         try:
             figure.canvas.draw()
             assert not figure.legends, "one legend for every panel"
             panels = [axis for axis in figure.axes if axis.axison]
-            assert [axis.get_title().split(",")[0] for axis in panels] == sorted(families)
-            for axis in panels:
-                entries = families[axis.get_title().split(",")[0]]
+            names = [", ".join(p for p in axis.get_title().split(", ") if "cpu-tune" not in p) for axis in panels]
+            assert names == list(expected)
+            for axis, name in zip(panels, names):
+                entries = expected[name][1]
                 legend = axis.get_legend()
                 assert [t.get_text() for t in legend.get_texts()] == [report.family_label(e) for e in entries]
                 assert all("[" not in t.get_text() for t in legend.get_texts())
