@@ -335,11 +335,12 @@ class Launch:
                                     **user, **kwargs)
         arguments, staged = container_arguments(self, environment, self.cwd(agent))
         command = [shutil.which(BUBBLEWRAP) or BUBBLEWRAP, *arguments, "--", *argv]
-        if self.user is not None:  # staging binds, then becomes the user and executes bubblewrap
+        if staged:  # staging binds them, then becomes the user and executes bubblewrap
             plan = {"uid": self.user.uid, "gid": self.user.gid, "binds": staged}
             command = [sys.executable, "-I", "-S", str(Path(__file__).with_name("staging.py")), json.dumps(plan),
                        "--", *command]
-        return subprocess.Popen(command, env={}, pass_fds=tuple(pass_fds), **kwargs)
+            user = {}
+        return subprocess.Popen(command, env={}, pass_fds=tuple(pass_fds), **user, **kwargs)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -398,21 +399,24 @@ def container_arguments(launch: Launch, environment: Mapping[str, str], cwd: str
     ``Limits.file_size`` at :data:`CONTAINER_TMP` (HOME, TMPDIR, caches). The environment is ``environment`` alone
     (``--clearenv``).
 
-    Started by a root verifier, bubblewrap runs as :data:`AGENT_USER` and binds what that user can reach: the
-    interpreter, its packages and the code are bound from mount points in the launch's private tree, onto which
-    :mod:`staging` binds them (``[source, mount point]`` pairs), so that an interpreter under a folder the user
-    cannot enter still runs. Started by an ordinary user, it binds them from their own paths (no pairs)."""
+    Started by a root verifier, bubblewrap runs as :data:`AGENT_USER` and binds what that user can reach: a folder
+    of the interpreter's under one the user cannot enter (:func:`closed_folder`) is bound from a mount point in the
+    launch's private tree, onto which :mod:`staging` binds it first (``[source, mount point]`` pairs). Every other
+    folder, and every folder of an ordinary user's bubblewrap, is bound from its own path."""
     arguments = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
                  "--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
     staged: list[list[str]] = []
 
     def bind(source: str, target: str) -> None:
-        if launch.user is None:
+        if launch.user is None or closed_folder(launch.user, [source]) is None:
             arguments.extend(["--ro-bind", source, target])
             return
         point = launch.root / "staged" / str(len(staged))
         point.parent.mkdir(mode=0o711, exist_ok=True)
-        point.mkdir(mode=0o711) if os.path.isdir(source) else point.touch(mode=0o644)
+        if os.path.isdir(source):
+            point.mkdir(mode=0o711)
+        else:
+            point.touch(mode=0o644)
         staged.append([source, str(point)])
         arguments.extend(["--ro-bind", str(point), target])
 

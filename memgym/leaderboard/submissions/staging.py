@@ -5,12 +5,13 @@ its namespaces too the agent is an unprivileged user. bubblewrap then binds only
 interpreter under a folder it cannot enter (pyenv's Python under ``/root``, mode 700) is out of its reach, and so
 is a descriptor of it that root opened (bubblewrap resolves ``/proc/self/fd/N`` as the user, and is refused).
 
-This program bridges the two, as root, with the standard library alone (``python -I -S staging.py``: nothing of
-the verifier's path is imported): it enters a mount namespace of its own (private: nothing mounted in it
-propagates out), binds each folder read-only onto a folder of the launch's private tree that the user can enter,
-drops to the user (no supplementary groups) and executes bubblewrap, whose arguments bind those folders back to
-their own paths in the container. The bindings live in that namespace only and go with bubblewrap's last
-process; no other process on the machine sees them.
+Where a folder of the interpreter's lies out of the user's reach (and only there), this program bridges the two,
+as root, with the standard library alone (``python -I -S staging.py``: nothing of the verifier's path is
+imported). It enters a mount namespace of its own (private: nothing mounted in it propagates out), binds each
+such folder read-only onto a folder of the launch's private tree that the user can enter, drops to the user (no
+supplementary groups) and executes bubblewrap, whose arguments bind those folders back to their own paths in the
+container. The bindings live in that namespace only and go with bubblewrap's last process; no other process on
+the machine sees them.
 
 Usage: ``python -I -S staging.py PLAN -- BWRAP ARGUMENT...``, PLAN the JSON ``{"uid", "gid", "binds": [[source,
 mount point], ...]}``. A failure exits with status 125 and a line on stderr before bubblewrap starts.
