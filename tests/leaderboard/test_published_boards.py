@@ -153,7 +153,7 @@ def tuning_track(outcome: dict):
     return matches[0]
 
 
-# Swept, but their selection at L = 64 does not carry to the board (docs/reproduction.md): they keep the shared values.
+# Swept, but their selection does not carry to the board (docs/reproduction.md): they keep the shared values.
 SELECTION_NOT_CARRIED = {"a2c-cpu-mlp", "a2c-cpu-gtrxl-32", "a2c-cpu-lstm", "a2c-cpu-gtrxl-128"}
 
 

@@ -180,14 +180,13 @@ def _computed(spec: str, computation: Callable[[str, Any], str] | None, track: T
               budget_record: dict[str, Any]) -> Callable[[dict[str, Any]], str | None]:
     """What agent ``spec`` computes now for the cells of a stored record, or None where that cannot be told: no
     ``computation``, a record of another tier or budget, or an agent that cannot be traced now. A record of the
-    budget on other values (a grid that has since gained values, which :func:`_check_budget` allows) is of the
-    budget: a cell's env is traced for its own value. Traced once per env."""
+    budget on other values (:func:`_of_budget`) is of the budget: a cell's env is traced for its own value. Traced
+    once per env."""
     traced: dict[Any, str | None] = {}
 
     def of(record: dict[str, Any]) -> str | None:
-        kept = record.get("preset") or {}
         if (computation is None or record.get("tier") != "jax"
-                or kept != budget_record | {track.sweep.plural: kept.get(track.sweep.plural)}):
+                or not _of_budget(record.get("preset") or {}, budget_record, track)):
             return None
         key = track.env_key(record.get(track.sweep.name))
         if key not in traced:
@@ -269,11 +268,17 @@ def _missing(store: ResultsStore, spec: str, version: int, value: Any, seed: int
     return not any(r.get("status") == "ok" and int(r.get("version", 1)) == version for r in results)
 
 
+def _of_budget(kept: dict[str, Any], wanted: dict[str, Any], track: Track) -> bool:
+    """Whether a record's budget ``kept`` is ``wanted`` (both as records hold them) on any values of the swept
+    parameter: adding values to a grid keeps its records."""
+    return kept == wanted | {track.sweep.plural: kept.get(track.sweep.plural)}
+
+
 def _check_budget(record: dict[str, Any], track: Track, budget: Preset) -> None:
     """``ValueError`` for an ``ok`` record of another budget (adding values to a grid is allowed)."""
     if record.get("status") != "ok":
         return
     kept, wanted = record["preset"], track.budget_record(budget)
-    if kept != wanted | {track.sweep.plural: kept.get(track.sweep.plural)}:
+    if not _of_budget(kept, wanted, track):
         raise ValueError(f"{record['path']} was produced with a different budget ({kept}); use another "
                          f"--results directory for this budget ({wanted})")
