@@ -409,6 +409,30 @@ def test_report_files_and_html(tmp_path):
     screenshot_in_headless_chromium(tmp_path / "site" / "index.html", tmp_path / "page.png")
 
 
+def test_report_sets_a_boards_own_account_under_it(tmp_path, capsys):
+    from memgym.cli import main
+
+    budget = Preset("tiny", **{**TINY, "values": (2,), "seeds": 1})
+    runner.run(["tests.leaderboard.test_harness:oracle_factory"], budget, tmp_path / "results", log=lambda _: None)
+    site = tmp_path / "site"
+    report_it = ["leaderboard", "report", "--results", str(tmp_path / "results"), "--out", str(site)]
+    assert main(report_it) == 0
+    assert "What this board shows" not in (site / "LEADERBOARD.md").read_text()
+    account = "The oracle reads the cue from the environment's state: 1.00 at every length.\n\n- not a memory\n"
+    (site / "ABOUT.md").write_text("\n" + account)
+    assert main(report_it) == 0
+    page = (site / "LEADERBOARD.md").read_text()
+    assert page.endswith("## What this board shows\n\n" + account)
+    assert page.index("learning_curves.png") < page.index("## What this board shows")  # under the board
+    assert '<a href="ABOUT.md">ABOUT.md</a>' in (site / "index.html").read_text()
+    assert (site / "ABOUT.md").read_text() == "\n" + account  # the hand-written file is never rewritten
+    (site / "ABOUT.md").write_bytes(b"\xff\xfe not text")
+    capsys.readouterr()
+    assert main(report_it) == 2
+    assert f"{site / 'ABOUT.md'} must be UTF-8 text" in capsys.readouterr().err
+    assert page == (site / "LEADERBOARD.md").read_text()  # nothing written over
+
+
 def screenshot_in_headless_chromium(page, shot):
     """Render ``page`` in Debian's chromium; the screenshot must show the tables' text and the colour plots.
 

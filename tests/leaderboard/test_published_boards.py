@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from memgym.cli import main
+from memgym.leaderboard.boards import report
 from tests.leaderboard.published_images import assert_same_image
 
 ROOT = Path(__file__).parents[2]
@@ -47,6 +49,8 @@ def how_to_rebuild(board: Path, published: dict) -> str:
 @pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
 def test_a_published_board_is_rebuilt_from_its_records(board, tmp_path, capsys, monkeypatch):
     published = json.loads((board / "board.json").read_text())
+    if (board / report.ABOUT).exists():  # the board's own account, set under it, lives in its folder
+        shutil.copy(board / report.ABOUT, tmp_path / report.ABOUT)
     monkeypatch.chdir(ROOT)
     assert main(["leaderboard", "report", *rebuild_flags(board, published), "--out", str(tmp_path)]) == 0
     capsys.readouterr()
@@ -59,9 +63,20 @@ def test_a_published_board_is_rebuilt_from_its_records(board, tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
+def test_a_published_boards_account_of_what_it_shows_is_set_under_it(board):
+    about, page = report.read_about(board), (board / "LEADERBOARD.md").read_text()
+    heading = f"## {report.ABOUT_HEADING}"
+    if about is None:
+        assert heading not in page
+    else:
+        assert page.endswith(f"{heading}\n\n{about}\n"), (
+            f"{board / report.ABOUT} changed since the board was written: "
+            f"{how_to_rebuild(board, json.loads((board / 'board.json').read_text()))}")
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=[board.name for board in BOARDS])
 def test_a_published_board_shows_the_plots_its_board_draws(board, tmp_path):
     pytest.importorskip("matplotlib")
-    from memgym.leaderboard.boards import report
     from memgym.leaderboard.tracks import TRACKS
 
     published = json.loads((board / "board.json").read_text())

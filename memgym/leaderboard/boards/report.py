@@ -151,6 +151,24 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     return {"entries": entries, "failures": failed, "unreadable": unreadable}
 
 
+#: A board's own account of what it shows, written by hand beside the derived files (``--out``). ``report`` puts it
+#: under the board: in ``LEADERBOARD.md`` as a section, in ``index.html`` as a link (its Markdown is not rendered).
+ABOUT = "ABOUT.md"
+ABOUT_HEADING = "What this board shows"
+
+
+def read_about(out: Path) -> str | None:
+    """The text of ``out``'s :data:`ABOUT` file (None where there is none); a file that is not UTF-8 text is refused."""
+    path = out / ABOUT
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} must be UTF-8 text (a board's account of what it shows): {error}") from None
+    return text.strip() or None
+
+
 VERIFIED_LEGEND = (
     "Verified: what memgym leaderboard verify checked of a submission (a folder of submissions/). JAX tier: "
     "eval a/n, every cell's stored policy evaluated by the verifier / agreeing with its record; train r/k, cells "
@@ -242,7 +260,8 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
     return tables
 
 
-def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE) -> str:
+def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE, about: str | None = None) -> str:
+    """The board as Markdown; ``about`` (:func:`read_about`) is set under it as its own section."""
     sweep = track.sweep
     lines = [f"# memgym {track.title} leaderboard", "", track.legend]
     for budget, (header, rows) in ranked_rows(board, track).items():
@@ -269,11 +288,14 @@ def markdown(board: dict[str, Any], images: bool = False, track: Track = TMAZE) 
     if images:
         lines += ["", f"![{track.score.label} by {sweep.name.replace('_', ' ')}](success_by_length.png)", "",
                   "![learning curves](learning_curves.png)"]
+    if about:
+        lines += ["", f"## {ABOUT_HEADING}", "", about]
     return "\n".join(lines) + "\n"
 
 
-def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMAZE) -> str:
-    """A static page (no script) with the same tables as :func:`markdown` and the plots."""
+def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMAZE, about: bool = False) -> str:
+    """A static page (no script) with the same tables as :func:`markdown` and the plots; with ``about``, a link to
+    the board's :data:`ABOUT` file."""
     from html import escape
 
     title = escape(f"memgym {track.title} leaderboard")
@@ -309,6 +331,8 @@ def html(board: dict[str, Any], images: tuple[str, ...] = (), track: Track = TMA
         parts.append("</table>")
     for image in images:
         parts.append(f'<p><img src="{escape(image)}" alt="{escape(image[:-4].replace("_", " "))}"></p>')
+    if about:
+        parts += [f"<h2>{escape(ABOUT_HEADING)}</h2>", f'<p>Written beside the board: <a href="{ABOUT}">{ABOUT}</a></p>']
     parts += ["</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
@@ -542,7 +566,8 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
     ``--results`` and ``--submissions``) are kept in ``board.json`` to rebuild a board of submissions.
 
     ``out`` defaults to the results directory. These are derived files: they are
-    regenerated from the stored cells every time.
+    regenerated from the stored cells every time, and ``out``'s :data:`ABOUT` file, where there is one, is set
+    under the board.
     """
     board = build_board(None if results is None else track.store(results), track, submissions)
     if not board["entries"] and not board["failures"] and not board["unreadable"]:
@@ -553,6 +578,7 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
     if out is None and results is None:
         raise ValueError("a board of submissions alone needs --out")
     out = Path(out or results)
+    about = read_about(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {"json": out / "board.json"}
     written["json"].write_text(json.dumps(board, indent=2, sort_keys=True))
@@ -564,7 +590,7 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
         written["curves"] = out / "learning_curves.png"
         images.append("learning_curves.png")
     written["markdown"] = out / "LEADERBOARD.md"
-    written["markdown"].write_text(markdown(board, images=bool(images), track=track))
+    written["markdown"].write_text(markdown(board, images=bool(images), track=track, about=about))
     written["html"] = out / "index.html"
-    written["html"].write_text(html(board, tuple(images), track))
+    written["html"].write_text(html(board, tuple(images), track, about=about is not None))
     return written
