@@ -278,9 +278,10 @@ def _announce(command: str, track, budget, results: str) -> None:
 
 
 def _seeds(budget) -> str:
-    """``5 seeds``, or ``5 seeds (100-104)`` for a preset whose seeds do not start at 0."""
+    """``5 seeds``, ``1 seed``, or ``5 seeds (100-104)`` for a preset whose seeds do not start at 0."""
     seeds = budget.seed_range
-    return f"{budget.seeds} seeds" + (f" ({seeds[0]}-{seeds[-1]})" if seeds[0] else "")
+    counted = f"{budget.seeds} seed{'s' if budget.seeds != 1 else ''}"
+    return counted + (f" ({seeds[0]}-{seeds[-1]})" if seeds[0] and len(seeds) > 1 else f" ({seeds[0]})" if seeds[0] else "")
 
 
 def _backend(args: argparse.Namespace):
@@ -310,6 +311,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     track = tracks.get(args.track)
     budget, results = _budget_and_results(args, track, track.results_dir)
     backend = _backend(args)
+    report.read_about(Path(results))  # the board written after training sets it: refused now, not then
     _announce("memgym leaderboard", track, budget, results)
     runner.run(args.agent, budget, results, track=track, log=lambda line: print(line, flush=True),
                cell_timeout=args.cell_timeout, repeat=args.repeat, backend=backend,

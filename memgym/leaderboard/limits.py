@@ -1,7 +1,13 @@
 """The allowed ranges of the leaderboard's numeric flags (:data:`LIMITS`, checked by
-:func:`memgym.validation.check_number` before anything runs)."""
+:func:`memgym.validation.check_number` before anything runs), and the wall-clock limit on a call into an agent
+(:func:`alarm`)."""
 
 from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 
 from memgym.validation import Limit
 
@@ -27,3 +33,29 @@ LIMITS = {"--steps": STEPS, "--seeds": SEEDS, "--seeds-per-batch": SEEDS_PER_BAT
           "--cell-timeout": SECONDS,
           "--step-timeout": SECONDS, "--memory-limit": Limit(0, 1 << 20, False, "GiB of address space", open_low=True),
           "--cpus-per-task": CPUS, "--gpus-per-task": GPUS}
+
+
+class CellFailure(Exception):
+    """The agent broke a rule of the harness (invalid actions, NaN, too slow); the cell is recorded as failed, with
+    the message alone as its reason (:func:`~memgym.leaderboard.store.failure_reason`)."""
+
+    verdict = True
+
+
+@contextlib.contextmanager
+def alarm(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise CellFailure("exceeded the wall-clock limit per cell")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

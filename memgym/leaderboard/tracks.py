@@ -408,8 +408,9 @@ TMAZE = Track(
         "Train: success over the last training window (the thesis metric). "
         "Repeats: extra results of already scored cells (not counted in the score). "
         "Flags: a collapsed cell (its last training window scores 0.25 or more below the best twentieth of the same "
-        "run: it had solved the task in training and lost it) and a length where the agent scores 0.25 or less "
-        "(far below chance: it does not reach the junction, so there the board measures exploration, not memory)."
+        "run: it had solved the task in training and lost it), a length where the agent scores 0.25 or less in its "
+        "cells that ran (far below chance: it does not reach the junction, so there the board measures exploration, "
+        "not memory) and a length where cells failed (each counted as success 0)."
     ),
     reading=(
         "How to read it: 0.5 is chance — an agent that forgot the cue guesses the turn, as the memoryless control "
@@ -501,7 +502,7 @@ POPGYM_REPEAT_PREVIOUS = Track(
         "Train: normalized return over the last training window. "
         "Repeats: extra results of already scored cells (not counted in the score). "
         "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
-        "run: it had learned, then lost it)."
+        "run: it had learned, then lost it) and a difficulty where cells failed (each counted as −1)."
     ),
     reading=(
         "How to read it: −0.5 is what a random policy scores and 1.0 a perfect repeat of the card shown a few "
@@ -526,7 +527,7 @@ POPGYM_TASKS_LEGEND = (
     "Train: normalized return over the last training window. "
     "Repeats: extra results of already scored cells (not counted in the score). "
     "Flags: a collapsed cell (its last training window scores 0.5 or more below the best twentieth of the same "
-    "run: it had learned, then lost it)."
+    "run: it had learned, then lost it) and a task where cells failed (each counted as −1)."
 )
 POPGYM_TASKS_READING = (
     "How to read it: 1.0 is a perfect episode on every task and −1.0 the worst; what a random policy scores "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import jax
 import jax.numpy as jnp
@@ -510,6 +511,62 @@ class ForgetfulAgent:
 
 def forgetful_factory(context):
     return ForgetfulAgent()
+
+
+class ExitingAgent:
+    """Any-framework agent that calls ``sys.exit(3)`` on its seed 1 (a random agent otherwise)."""
+
+    def __init__(self, context):
+        self.seed, self.num_envs = context.seed, context.num_envs
+        self.rng = np.random.default_rng(context.seed)
+
+    def act(self, obs, start):
+        if self.seed == 1:
+            raise SystemExit(3)
+        return self.rng.integers(0, 4, self.num_envs)
+
+    def observe(self, *args):
+        pass
+
+
+def exiting_factory(context):
+    return ExitingAgent(context)
+
+
+def always_exiting_factory(context):
+    """An agent that calls ``sys.exit(3)`` on every seed."""
+    return ExitingAgent(dataclasses.replace(context, seed=1))
+
+
+def hanging_factory(context):
+    """A factory that never returns for seed 1."""
+    while context.seed == 1:
+        time.sleep(0.1)
+    return ExitingAgent(context)
+
+
+def test_an_agent_that_exits_or_hangs_fails_its_cells_and_the_run_goes_on(tmp_path, capsys):
+    """From the command line, as docs/submitting.md's "Failures" promises: ``sys.exit()`` in ``act`` and a factory
+    that hangs (with ``--cell-timeout``) each fail their own cells; the other cells and agents run and the board is
+    written. ``check`` fails the exiting agent with exit status 1 instead of ending silently."""
+    from memgym.cli import main
+
+    results = tmp_path / "results"
+    assert main(["leaderboard", "run", "--agent", "tests.leaderboard.test_harness:exiting_factory",
+                 "--agent", "tests.leaderboard.test_harness:hanging_factory", "--preset", "smoke", "--values", "4",
+                 "--seeds", "2", "--steps", "256", "--eval-episodes", "8", "--cell-timeout", "5",
+                 "--results", str(results)]) == 0
+    records = {(r["agent"].rsplit(":", 1)[1], r["seed"]): r for r in ResultsStore(results).records()}
+    assert {cell: r["status"] for cell, r in records.items()} == {
+        ("exiting_factory", 0): "ok", ("exiting_factory", 1): "failed",
+        ("hanging_factory", 0): "ok", ("hanging_factory", 1): "failed"}
+    assert records["exiting_factory", 1]["reason"].startswith("SystemExit: 3 (raised at test_harness.py")
+    assert records["hanging_factory", 1]["reason"] == "exceeded the wall-clock limit per cell"
+    board = (results / "LEADERBOARD.md").read_text()
+    assert "failed L=4 (1 cell)" in board and "below chance L=" not in board
+    capsys.readouterr()
+    assert main(["leaderboard", "check", "tests.leaderboard.test_harness:always_exiting_factory"]) == 1
+    assert "SystemExit: 3" in capsys.readouterr().out
 
 
 def test_check_explains_failures():

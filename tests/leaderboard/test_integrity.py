@@ -152,6 +152,34 @@ def test_the_board_flags_collapsed_cells_and_lengths_below_chance():
     assert "collapsed L=2 seed 0" in report.html(board)
 
 
+def test_failed_cells_are_flagged_as_failed_not_as_below_chance():
+    """A length whose cells all failed scores 0 by rule; the board says they failed, not that the agent does not
+    reach the junction, and judges "below chance" on the cells that ran."""
+    budget = {"name": "tiny", "corridor_lengths": [2, 3], "seeds": 2, "total_steps": 100, "train_window": 5,
+              "eval_episodes": 1, "max_episode_steps": 20}
+
+    def ok(length, seed, evaluation):
+        return {"agent": "a", "corridor_length": length, "seed": seed, "preset": budget, "status": "ok",
+                "path": f"a/L{length}/seed{seed}.json", "train": {"success_rate": evaluation},
+                "eval": {"success_rate": evaluation}}
+
+    def failed(length, seed):
+        return {"agent": "a", "corridor_length": length, "seed": seed, "preset": budget, "status": "failed",
+                "path": f"a/L{length}/seed{seed}.json", "reason": "SystemExit: 3"}
+
+    class Store:
+        def records(self):
+            yield from (ok(2, 0, 1.0), failed(2, 1), failed(3, 0), failed(3, 1))
+
+        def unreadable(self):
+            return []
+
+    (row,) = report.build_board(Store(), TMAZE)["entries"]
+    assert row["below_chance"] == [] and row["failed_at"] == [[2, 1], [3, 2]]
+    assert row["eval"]["per_length"][3]["mean"] == 0.0  # the rule: a failed cell counts as success 0
+    assert report.flags(row, TMAZE) == ["failed L=2 (1 cell)", "failed L=3 (2 cells)"]
+
+
 def test_a_corridor_no_agent_reaches_is_flagged_on_the_printed_board(tmp_path, capsys):
     """As a user met it: with the smoke preset's 100-step episodes nothing reaches the junction at L = 32, and the
     board says so instead of reading as a memory failure."""

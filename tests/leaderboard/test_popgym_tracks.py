@@ -243,3 +243,44 @@ def test_reference_agents_play_multidiscrete_and_box_tasks(tmp_path, track, task
     for record in records:
         assert record["status"] == "ok", record.get("error")
         assert record["train"]["invalid_actions"] == 0 and -1.0 <= record["eval"]["normalized_return"] <= 1.0
+
+
+SPACE_AGENT = '''
+import numpy as np
+
+
+class SpaceAgent:
+    """Acts by sampling its context's action space, whatever space that is."""
+
+    def __init__(self, context):
+        self.space, self.num_envs = context.action_space, context.num_envs
+        self.space.seed(context.seed)
+
+    def act(self, obs, start):
+        return np.stack([self.space.sample() for _ in range(self.num_envs)])
+
+    def observe(self, action, reward, next_obs, terminated, truncated):
+        pass
+
+
+def factory(context):
+    return SpaceAgent(context)
+'''
+
+
+@pytest.mark.parametrize("track, task", [("popgym-control", "PositionOnlyPendulumEasy"),
+                                         ("popgym-game", "BattleshipEasy")])
+def test_an_any_framework_agent_acts_in_box_and_multidiscrete_spaces(tmp_path, track, task):
+    """docs/submitting.md: "An agent of yours may act in any of these spaces." An any-framework agent that samples
+    its ``AgentContext.action_space`` (a torque ``Box``, a cell ``MultiDiscrete``) runs its cell to ``ok`` through
+    the command line."""
+    (tmp_path / "space_agent.py").write_text(SPACE_AGENT)
+    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--track", track,
+                          "--agent", "space_agent:factory", "--preset", "smoke", "--values", task, "--seeds", "1",
+                          "--steps", "800", "--eval-episodes", "8", "--results", str(tmp_path / "results")],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (path,) = (tmp_path / "results").glob("space_agent_factory/*/seed0.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok", record.get("reason")
+    assert record["train"]["steps"] == 800 and -1.0 <= record["eval"]["normalized_return"] <= 1.0

@@ -722,9 +722,45 @@ def test_files_changed_during_the_verification_make_it_malformed_and_the_agent_o
 
 
 def test_invalid_action_types_are_named():
-    from memgym.leaderboard.running.any_tier import CellFailure, _checked_actions
+    import gymnasium as gym
 
+    from memgym.leaderboard.running.any_tier import CellFailure, checked_actions
+
+    four = gym.spaces.Discrete(4)
     with pytest.raises(CellFailure, match="act returned bool actions"):
-        _checked_actions(np.ones(2, bool), 2, 4, float("inf"))
+        checked_actions(np.ones(2, bool), 2, four)
     with pytest.raises(CellFailure, match="act returned complex128 actions"):
-        _checked_actions(np.array([1 + 1j, 2]), 2, 4, float("inf"))
+        checked_actions(np.array([1 + 1j, 2]), 2, four)
+    # the JAX tier's rule (valid_action): a whole float is its integer, a fraction or NaN is invalid
+    assert checked_actions(np.array([0.0, 3.0]), 2, four).tolist() == [0, 3]
+    with pytest.raises(CellFailure, match=r"act returned NaN actions \[nan, 1.0\]"):
+        checked_actions(np.array([np.nan, 1]), 2, four)
+    for bad in ([0.5, 1], [0, 4], [-1, 0]):
+        with pytest.raises(CellFailure, match=r"act returned invalid actions .*the action space is Discrete\(4\)"):
+            checked_actions(np.array(bad), 2, four)
+    assert checked_actions([0, 3], 2, four).dtype == np.int64 and checked_actions(np.uint8([1, 2]), 2, four).tolist() == [1, 2]
+
+
+def test_actions_in_multidiscrete_and_box_spaces_are_checked_as_the_jax_tier_checks_them():
+    """Battleship's and MineSweeper's cells (``MultiDiscrete``) and the Pendulums' torque (``Box``) reach the
+    any-framework tier's env; each action is held to :func:`~memgym.envs.functional.valid_action`'s rule."""
+    import gymnasium as gym
+    import jax.numpy as jnp
+
+    from memgym.envs.functional import MultiDiscrete, valid_action
+    from memgym.leaderboard.running.any_tier import CellFailure, checked_actions
+    from gymnax.environments import spaces
+
+    cells, torque = gym.spaces.MultiDiscrete([8, 8]), gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    twins = {id(cells): MultiDiscrete(np.array([8, 8])), id(torque): spaces.Box(-2.0, 2.0, (1,), jnp.float32)}
+    cases = [(cells, [[7, 0], [0, 7]], True), (cells, [[8, 0], [0, 0]], False), (cells, [[1.5, 0], [0, 0]], False),
+             (torque, [[2.0], [-2.0]], True), (torque, [[2.5], [0.0]], False), (torque, [[-2.01], [0.0]], False)]
+    for space, actions, valid in cases:
+        assert all(bool(valid_action(twins[id(space)], jnp.asarray(a))) for a in actions) == valid, (space, actions)
+        if valid:
+            assert checked_actions(np.array(actions), 2, space).shape == (2, *space.shape)
+        else:
+            with pytest.raises(CellFailure, match="act returned invalid actions"):
+                checked_actions(np.array(actions), 2, space)
+    with pytest.raises(CellFailure, match=r"expected shape \(2, 2\)"):
+        checked_actions(np.array([1, 2]), 2, cells)

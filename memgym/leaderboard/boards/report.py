@@ -48,11 +48,14 @@ def collapse(record: dict[str, Any], track: Track = TMAZE) -> dict[str, float] |
 
 
 def flags(entry: dict[str, Any], track: Track = TMAZE) -> list[str]:
-    """What a reader must know before trusting a row: its collapsed cells and the values it scores below chance."""
+    """What a reader must know before trusting a row: its collapsed cells, the values it scores below chance (in its
+    cells that ran) and the values where cells failed (each counted as the score's worst)."""
     short = track.sweep.column
     notes = [f"collapsed {short(c['value'])} seed {c['seed']} ({c['best']:.2f} → {c['final']:.2f})"
              for c in entry.get("collapsed", [])]
     notes += [f"below chance {short(value)}" for value in entry.get("below_chance", [])]
+    notes += [f"failed {short(value)} ({count} {'cell' if count == 1 else 'cells'})"
+              for value, count in entry.get("failed_at", [])]
     return notes
 
 
@@ -90,7 +93,8 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     entries, failed = [], []
     for (spec, version, budget), row in rows.items():
         cells = sorted(row["planned"] | set(row["results"]), key=lambda c: (sweep.index(c[0]), c[1]))
-        metrics: dict[str, Any] = {"eval": defaultdict(list), "train": defaultdict(list), "curves": defaultdict(list)}
+        metrics: dict[str, Any] = {"eval": defaultdict(list), "train": defaultdict(list), "curves": defaultdict(list),
+                                   "ran": defaultdict(list), "failed": defaultdict(int)}
         counts = {"planned": len(cells), "ok": 0, "failed": 0, "missing": 0}
         missing, collapsed, repeats, total_steps = [], [], 0, None
         for value, seed in cells:
@@ -101,6 +105,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
                 repeats += len(ok) - 1
                 record = ok[0]
                 metrics["eval"][value].append(record["eval"][score.name])
+                metrics["ran"][value].append(record["eval"][score.name])
                 metrics["train"][value].append(record["train"][score.name])
                 if "curve" in record["train"]:
                     metrics["curves"][value].append(record["train"]["curve"])
@@ -110,6 +115,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
                     collapsed.append({"value": value, "seed": seed, **fell})
             elif results:
                 counts["failed"] += 1
+                metrics["failed"][value] += 1
                 metrics["eval"][value].append(worst)
                 metrics["train"][value].append(worst)
                 failed.append({"agent": version_label(spec, version), "spec": spec, "version": version,
@@ -121,9 +127,9 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
         if not metrics["eval"]:  # planned cells only, none stored (cannot happen with stored records)
             continue
         evaluation = summarize(metrics["eval"], order=sweep.index, solved=score.solved)
-        below = [] if score.chance is None else [
-            value for value, summary in evaluation["per_length"].items()
-            if summary["mean"] <= score.chance - BELOW_CHANCE * (score.bounds[1] - score.bounds[0])]
+        below = [] if score.chance is None else [  # judged on the cells that ran: a failed cell is flagged as such
+            value for value in sorted(metrics["ran"], key=sweep.index)
+            if np.mean(metrics["ran"][value]) <= score.chance - BELOW_CHANCE * (score.bounds[1] - score.bounds[0])]
         entries.append({
             "agent": version_label(spec, version),
             "spec": spec,
@@ -139,6 +145,7 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
             "missing": missing,
             "collapsed": collapsed,
             "below_chance": below,
+            "failed_at": [[value, metrics["failed"][value]] for value in sorted(metrics["failed"], key=sweep.index)],
             **({"verified": verified.get(spec, "reference")} if submissions else {}),
             **({"unverified": True} if spec in verified and not _agreed(verified[spec]) else {}),
             # a submission's JAX-tier training counters were counted in its own process (docs/submitting.md)
@@ -578,6 +585,8 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
     if out is None and results is None:
         raise ValueError("a board of submissions alone needs --out")
     out = Path(out or results)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"the board's folder {out} is a file, not a folder")
     about = read_about(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {"json": out / "board.json"}

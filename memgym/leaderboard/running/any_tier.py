@@ -6,27 +6,20 @@ evaluation episodes on fixed reset seeds; ``cell_timeout`` stops it (docs/leader
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from memgym.leaderboard.limits import CellFailure, alarm
 from memgym.leaderboard.running import progress
 from memgym.leaderboard.running.code_identity import describe_agent, describe_code
 from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.store import CURVE_POINTS, failure_reason
+from memgym.leaderboard.store import AGENT_FAULTS, CURVE_POINTS, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
-
-
-class CellFailure(Exception):
-    """The agent broke a rule of the harness (invalid actions, NaN, too slow); the cell is recorded as failed."""
 
 
 def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> list[dict[str, Any]]:
@@ -34,7 +27,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> l
     started = time.perf_counter()
     try:
         factory = load_factory(task.spec)
-    except Exception as error:  # noqa: BLE001 - the agent's fault is its cells' result
+    except AGENT_FAULTS as error:  # the agent's fault is its cells' result
         seconds = (time.perf_counter() - started) / len(task.cells)
         return [cell_record(task, budget, cell, {"spec": task.spec}, seconds, reason=failure_reason(error))
                 for cell in task.cells]
@@ -44,17 +37,17 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> l
         value, seed = cell
         cell_started = time.perf_counter()
         agent_info: dict[str, Any] = code
+        deadline = math.inf if cell_timeout is None else cell_started + float(cell_timeout)
         try:
-            agent = factory(task.track.context(num_envs=NUM_ENVS, seed=seed, total_steps=budget.total_steps,
-                                               value=value))
-            agent_info = describe_agent(task.spec, factory, agent)
-            deadline = math.inf if cell_timeout is None else cell_started + float(cell_timeout)
-            with _alarm(cell_timeout):
+            with alarm(cell_timeout):  # the factory's call counts: a factory that hangs fails its cell
+                agent = factory(task.track.context(num_envs=NUM_ENVS, seed=seed, total_steps=budget.total_steps,
+                                                   value=value))
+                agent_info = describe_agent(task.spec, factory, agent)
                 train_counters = train(agent, task.track, budget, value, seed, NUM_ENVS, deadline)
                 evaluation = evaluate(agent, task.track, budget, value, NUM_ENVS, deadline)
             records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
                                        train=train_counters, evaluation=evaluation))
-        except Exception as error:  # noqa: BLE001 - the agent's fault is this cell's result
+        except AGENT_FAULTS as error:  # the agent's fault is this cell's result
             records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
                                        reason=failure_reason(error)))
     return records
@@ -65,7 +58,6 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
     """Train on a vector env the harness steps; its counters (the track's score summed over episodes)."""
     score = track.score
     envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
-    num_actions = int(envs.single_action_space.n)
     obs, _ = envs.reset(seed=seed)
     start = np.ones(num_envs, bool)
     zero = score.number(0)
@@ -79,7 +71,7 @@ def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_e
         for step in range(budget.total_steps // num_envs):
             if step and step % report_every == 0:
                 progress.in_flight(totals["steps"])
-            action = _checked_actions(agent.act(obs, start), num_envs, num_actions, deadline)
+            action = checked_actions(agent.act(obs, start), num_envs, envs.single_action_space, deadline)
             next_obs, reward, terminated, truncated, info = envs.step(action)
             done = terminated | truncated
             final_obs, outcome = next_obs.copy(), np.zeros(num_envs, bool if score.counted else np.float64)
@@ -110,7 +102,6 @@ def evaluate(agent: Any, track: Track, budget: Preset, value: Any, num_envs: int
     base = EVALUATION_SEED + 1000 * track.sweep.index(value)
     for first in range(0, budget.eval_episodes, num_envs):
         envs = _vector_env(track, value, num_envs, budget.max_episode_steps)
-        num_actions = int(envs.single_action_space.n)
         obs, _ = envs.reset(seed=[base + first + i for i in range(num_envs)])
         start = np.ones(num_envs, bool)
         finished = np.zeros(num_envs, bool)
@@ -119,7 +110,7 @@ def evaluate(agent: Any, track: Track, budget: Preset, value: Any, num_envs: int
         steps = np.zeros(num_envs, int)
         try:
             while not finished.all():
-                action = _checked_actions(agent.act(obs, start), num_envs, num_actions, deadline)
+                action = checked_actions(agent.act(obs, start), num_envs, envs.single_action_space, deadline)
                 obs, reward, terminated, truncated, info = envs.step(action)
                 done = terminated | truncated
                 live = ~finished
@@ -148,38 +139,36 @@ def _vector_env(track: Track, value: Any, num_envs: int, max_episode_steps: int 
     )
 
 
-def _checked_actions(actions: Any, num_envs: int, num_actions: int, deadline: float) -> np.ndarray:
-    """The agent's actions as an int array, or :class:`CellFailure` saying what is wrong with them."""
+def checked_actions(actions: Any, num_envs: int, space: gym.Space, deadline: float = math.inf) -> np.ndarray:
+    """The agent's ``num_envs`` actions in ``space`` as an array the env takes, or :class:`CellFailure` saying what
+    is wrong with them: the rule of ``run`` and ``check``, the JAX tier's
+    (:func:`~memgym.envs.functional.valid_action`) in NumPy. A ``Discrete`` or ``MultiDiscrete`` action is whole
+    numbers in range (``2.0`` is 2; ``1.5``, NaN, booleans are refused), a ``Box`` one finite numbers within its
+    bounds. Past ``deadline`` (``perf_counter``) the cell has run out of time."""
     if time.perf_counter() > deadline:
         raise CellFailure("exceeded the wall-clock limit per cell")
     actions = np.asarray(actions)
-    if actions.dtype == bool or np.iscomplexobj(actions):
-        raise CellFailure(f"act returned {actions.dtype} actions {actions.tolist()}; expected integers in "
-                          f"[0, {num_actions})")
-    if actions.shape != (num_envs,):
-        raise CellFailure(f"act returned actions of shape {actions.shape}; expected ({num_envs},)")
-    if not np.issubdtype(actions.dtype, np.number) or not np.all(np.isfinite(actions)):
-        raise CellFailure(f"act returned non-numeric or NaN actions: {actions.tolist()}")
-    if np.any(actions != np.round(actions)) or np.any((actions < 0) | (actions > num_actions - 1)):
-        raise CellFailure(f"act returned invalid actions {actions.tolist()}; "
-                          f"the action space is Discrete({num_actions})")
-    return actions.astype(np.int64)
-
-
-@contextlib.contextmanager
-def _alarm(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent)."""
-    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def ring(signum, frame):
-        raise CellFailure("exceeded the wall-clock limit per cell")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    whole = not isinstance(space, gym.spaces.Box)
+    if actions.dtype == bool or not (np.issubdtype(actions.dtype, np.integer)
+                                     or np.issubdtype(actions.dtype, np.floating)):
+        raise CellFailure(f"act returned {actions.dtype} actions {actions.tolist()}; expected "
+                          f"{'whole' if whole else 'real'} numbers in {space}")
+    shape = (num_envs, *(space.shape or ()))
+    if actions.shape != shape:
+        raise CellFailure(f"act returned actions of shape {actions.shape}; expected shape {shape}")
+    if np.isnan(actions).any():
+        raise CellFailure(f"act returned NaN actions {actions.tolist()}; the action space is {space}")
+    if isinstance(space, gym.spaces.Discrete):
+        low, high = space.start, space.start + space.n - 1
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        low, high = space.start, space.start + space.nvec - 1
+    elif isinstance(space, gym.spaces.Box):
+        low, high = space.low, space.high
+    else:
+        raise CellFailure(f"the harness acts in Discrete, MultiDiscrete and Box spaces, not {space}")
+    inside = (actions >= low) & (actions <= high)  # NaN fails both
+    if whole:
+        inside &= actions == np.floor(actions)
+    if not inside.all():
+        raise CellFailure(f"act returned invalid actions {actions.tolist()}; the action space is {space}")
+    return actions.astype(np.int64) if whole else actions.astype(space.dtype)

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from memgym.leaderboard.limits import alarm
 from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
-from memgym.leaderboard.store import failure_reason
+from memgym.leaderboard.store import AGENT_FAULTS, failure_reason
 from memgym.leaderboard.tracks import EVALUATION_SEED, Preset, Track
 
 
@@ -67,7 +68,9 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
         factory = load_factory(task.spec)
         agent_info = describe_code(task.spec, factory)
         value = task.track.env_key(task.cells[0][0])
-        agent = factory(task.track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
+        with alarm(cell_timeout):  # a factory that hangs fails its cells
+            agent = factory(task.track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps,
+                                               value=value))
         agent_info = describe_agent(task.spec, factory, agent)
         cells = (compiled or {}).get((task.spec, value))
         if cells is None:
@@ -90,7 +93,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
             return records([f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)"]
                            * len(task.cells))
         return records(outcomes)
-    except Exception as error:  # noqa: BLE001 - the agent's fault is its cells' result
+    except AGENT_FAULTS as error:  # the agent's fault is its cells' result
         return records([failure_reason(error)] * len(task.cells))
 
 
@@ -363,7 +366,8 @@ def checkpoint_seal(checkpoint: Path) -> np.ndarray:
 def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray, policy_params: Any,
                  evaluated: Sequence[np.ndarray], value: Any = None) -> tuple[dict, dict, list[np.ndarray]] | str:
     """One cell's ``(train counters, evaluation, policy leaves)``, or the reason it failed: counters that the
-    seal shows were edited, non-finite parameters, invalid actions in training or evaluation.
+    seal shows were edited, more training steps than the budget, non-finite parameters, invalid actions in
+    training or evaluation.
 
     ``env_state`` is the cell's final :class:`~memgym.leaderboard.scoring.ScoredState`, ``evaluated`` its
     :func:`~memgym.leaderboard.scoring.evaluate_jax` arrays ``(success, return, length, invalid)``, ``value``
@@ -378,6 +382,9 @@ def cell_outcome(track: Track, budget: Preset, env_state: Any, seal: np.ndarray,
     if not sealed(env_state, seal):
         return ("train returned training counters that ScoredEnv did not count (their seal does not match: "
                 "the returned ScoredState was edited after stepping)")
+    if train["steps"] > budget.total_steps:
+        return (f"train stepped the environment {train['steps']} times, more than the budget's "
+                f"{budget.total_steps} steps")
     if not finite:
         return "the trained policy parameters contain NaN or infinite values"
     if train["invalid_actions"]:

@@ -15,7 +15,8 @@ from typing import Any
 from memgym.extras import MissingExtra
 from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.protocol import agent_id, load_factory, tier
-from memgym.leaderboard.store import ResultsStore, failure_reason, provenance
+from memgym.leaderboard.limits import alarm
+from memgym.leaderboard.store import AGENT_FAULTS, ResultsStore, failure_reason, provenance
 from memgym.leaderboard.tracks import Preset, Track
 
 NUM_ENVS = 8  # what a factory is told in a run; the any-framework tier's vector env has as many envs
@@ -92,7 +93,8 @@ def version_label(spec: str, version: int) -> str:
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,
          whole_grid: bool = False, new_version: bool = False, log=lambda line: None,
-         computation: Callable[[str, Any], str] | None = None, seeds_per_batch: int | None = None) -> list[Task]:
+         computation: Callable[[str, Any], str] | None = None, seeds_per_batch: int | None = None,
+         cell_timeout: float | None = None) -> list[Task]:
     """The tasks that fill every cell of ``agents`` × ``budget`` without an ``ok`` result of the agent's version.
 
     ``repeat`` plans finished cells again (their new results are stored as
@@ -108,10 +110,11 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     ``computation(spec, env_key)``: what a JAX-tier agent's cells of that env compute on ``budget``
     (:func:`memgym.leaderboard.running.jax_tier.computation`); with it, a JAX-tier agent whose code changed since its
     cells were stored is still the same version if what it computes did not change (:func:`_differences`).
+    ``cell_timeout``: seconds each factory call of the planning may take (a factory that hangs fails its cells).
     """
     if not agents:
         raise ValueError("name at least one agent (--agent)")
-    inspected = {spec: _inspect(spec, budget, track) for spec in agents}
+    inspected = {spec: _inspect(spec, budget, track, cell_timeout) for spec in agents}
     stored: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in track.records(store):
         stored[record.get("agent")].append(record)
@@ -142,7 +145,8 @@ def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: T
     return tasks
 
 
-def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, Any], dict[Any, Any], str | None]:
+def _inspect(spec: str, budget: Preset, track: Track, cell_timeout: float | None = None
+             ) -> tuple[str, dict[str, Any], dict[Any, Any], str | None]:
     """``(tier, code identity, configs, reason)`` of an agent; ``reason`` is set when its factory raised.
 
     ``configs`` maps a value of the swept parameter to the config the agent's cells of that value record, and
@@ -151,15 +155,18 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
     of the factory (a value whose factory call raises is left out: its cells fail with the reason when run).
 
     ``ValueError`` for a submission that cannot take part: unimportable, of no known tier or of a
-    tier the track does not run.
+    tier the track does not run. ``cell_timeout``: seconds each factory call may take.
     """
     factory = load_factory(spec)
     identity = describe_code(spec, factory)
     try:
-        agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
+        with alarm(cell_timeout):
+            agent = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps))
     except MissingExtra as error:  # not the agent's fault: refused before anything is stored
         raise ValueError(f"agent {spec!r} cannot run here: {error}") from None
-    except Exception as error:  # noqa: BLE001 - the agent's fault: its cells fail with the reason
+    except AGENT_FAULTS as error:  # the agent's fault: its cells fail with the reason
+        if getattr(error, "verdict", False):  # the alarm rang
+            return "unknown", identity, None, "the factory did not return within the wall-clock limit per cell"
         return "unknown", identity, None, f"the factory raised {failure_reason(error)}"
     try:
         kind, config = tier(agent), describe_agent(spec, factory, agent).get("config")
@@ -169,9 +176,10 @@ def _inspect(spec: str, budget: Preset, track: Track) -> tuple[str, dict[str, An
     configs = {None: json.loads(json.dumps(config))}
     for value in budget.values if track.per_value_env else ():
         try:
-            built = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
+            with alarm(cell_timeout):
+                built = factory(track.context(num_envs=NUM_ENVS, seed=0, total_steps=budget.total_steps, value=value))
             configs[value] = json.loads(json.dumps(describe_agent(spec, factory, built).get("config")))
-        except Exception:  # noqa: BLE001 - the value's cells fail with the reason when they run
+        except AGENT_FAULTS:  # the value's cells fail with the reason when they run
             continue
     return kind, identity, configs, None
 
@@ -192,7 +200,7 @@ def _computed(spec: str, computation: Callable[[str, Any], str] | None, track: T
         if key not in traced:
             try:
                 traced[key] = computation(spec, key)
-            except Exception:  # noqa: BLE001 - an agent that cannot be traced now is compared by its code
+            except AGENT_FAULTS:  # an agent that cannot be traced now is compared by its code
                 traced[key] = None
         return traced[key]
 

@@ -51,11 +51,12 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     whole_grid = "jax" in track.tiers and seeds_per_batch is None and _several_devices()
     tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
                  log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key),
-                 seeds_per_batch=seeds_per_batch)
+                 seeds_per_batch=seeds_per_batch, cell_timeout=cell_timeout)
     for spec in agents:
         for value in budget.values:
             if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):
-                log(f"[{spec}] {track.sweep.column(value)}: all {budget.seeds} seeds stored, skipping")
+                log(f"[{spec}] {track.sweep.column(value)}: "
+                    f"{'its seed' if budget.seeds == 1 else f'all {budget.seeds} seeds'} stored, skipping")
     if not tasks:
         return store
     backend = backend or LocalBackend()

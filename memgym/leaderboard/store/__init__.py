@@ -28,9 +28,19 @@ SCHEMA_VERSION = 1
 CURVE_POINTS = 20  # learning-curve bins per training run
 
 
+#: What a call into agent code may raise that fails the agent's cells rather than the run: any exception, and
+#: ``SystemExit`` (an agent's ``sys.exit()`` is its cell's failure, not the harness's end). ``KeyboardInterrupt``
+#: still stops the run: it is the user's.
+AGENT_FAULTS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
 def failure_reason(error: BaseException) -> str:
     """An exception as a failed record's reason: its type, first line and where it was raised (file name, line
-    and function of the innermost frame; no directory, so records carry no machine paths)."""
+    and function of the innermost frame; no directory, so records carry no machine paths). A verdict of the harness
+    (an exception whose class sets ``verdict``, such as invalid actions or a wall-clock limit) is its message alone:
+    where the harness raised it says nothing about the agent."""
+    if getattr(error, "verdict", False):
+        return str(error)[:500]
     text = str(error).strip().splitlines()
     reason = f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
     frames = traceback.extract_tb(error.__traceback__)
@@ -235,7 +245,7 @@ class ResultsStore:
         except UnicodeDecodeError:
             return "is not UTF-8 text"
         except json.JSONDecodeError as error:
-            return f"is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}; truncated?)"
+            return f"is not valid JSON ({error.msg}: line {error.lineno}, column {error.colno}; truncated?)"
         except RecursionError:
             return "nests JSON too deeply to be read"
         if isinstance(record, str):

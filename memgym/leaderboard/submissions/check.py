@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.protocol import initialize_carry, load_factory, tier
+from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT, CellFailure, alarm
+from memgym.leaderboard.running.any_tier import checked_actions
+from memgym.leaderboard.store import AGENT_FAULTS
 from memgym.leaderboard.tracks import TMAZE, Track
-from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT
 from memgym.validation import check_positive
 
 Check = tuple[str, bool, str]
@@ -38,10 +40,8 @@ class _Checks:
 
     def call(self, name: str, function: Callable, *args: Any, block: bool = False) -> Any:
         """``function(*args)`` (and, with ``block``, its JAX arrays computed) within the step timeout."""
-        from memgym.leaderboard.running.any_tier import CellFailure, _alarm  # the run's alarm: SIGALRM in the main thread
-
         try:
-            with _alarm(self.step_timeout):
+            with alarm(self.step_timeout):
                 result = function(*args)
                 if block:
                     import jax
@@ -61,9 +61,11 @@ class _Checks:
         except StepTimeout as error:
             self.timed_out = True
             problem = str(error)
+        except CellFailure as error:  # a rule of the run broken (invalid actions): its message says which
+            problem = str(error)
         except (ValueError, TypeError) as error:  # a clear message of ours or of the agent's
             problem = f"{type(error).__name__}: {error}"
-        except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
+        except AGENT_FAULTS as error:  # every failure is reported, not raised
             problem = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
         self.results.append((name, problem is None, problem or ""))
         return problem is None
@@ -121,13 +123,22 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         policy_params, env_state = checks.call("train", run, jnp.stack([key, key]), block=True)
         state["params"] = jax.tree.map(lambda x: x[0], policy_params)
         if not isinstance(env_state, ScoredState):
-            return f"train must return (params, final env state); the env state is a {type(env_state).__name__}"
+            return ("train must return (params, final env state); the env state is of type "
+                    f"{type(env_state).__name__}")
         taken = int(np.asarray(env_state.steps).sum()) // 2
-        if abs(taken - steps) > max(steps // 10, int(num_envs)):
-            return f"train was asked for {steps} environment steps but stepped the environment {taken} times"
+        if taken > steps:  # the rule of every run: a cell that steps past its budget fails
+            return (f"train was asked for {steps} environment steps but stepped the environment {taken} times, "
+                    "more than its budget")
+        if steps - taken > max(steps // 10, int(num_envs)):  # a run stores such a cell: the agent's loss
+            return (f"train was asked for {steps} environment steps but stepped the environment only {taken} "
+                    "times (a run scores it, trained on less than its budget)")
         if not sealed(env_state, seal):
             return ("train returned training counters that ScoredEnv did not count (their seal does not match: "
                     "the returned ScoredState was edited after stepping)")
+        invalid = int(np.asarray(env_state.invalid_actions).sum()) // 2
+        if invalid:  # a run fails such a cell (jax_tier.cell_outcome)
+            return (f"train stepped the environment with {invalid} invalid actions (the action space is "
+                    f"Discrete({num_actions}))")
         leaves = [(jax.tree_util.keystr(path), _host(leaf))
                   for path, leaf in jax.tree_util.tree_leaves_with_path(policy_params)]
         broken = [path or "params" for path, leaf in leaves
@@ -215,18 +226,16 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         return checks.call("the factory", factory,
                            track.context(num_envs=num_envs, seed=seed, total_steps=total_steps))
 
+    def act(agent: Any, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """The agent's actions, held to the run's rule (:func:`~memgym.leaderboard.running.any_tier.checked_actions`)
+        in every check: those that call ``act`` alone are evaluation."""
+        return checked_actions(checks.call("act", agent.act, obs, start), num_envs, action_space)
+
     def acts_validly():
         agent = build(0)
         start = np.ones(num_envs, bool)
         for obs in observations:
-            action = np.asarray(checks.call("act", agent.act, obs, start))
-            if action.dtype.kind in "fc" and np.isnan(action).any():
-                return (f"act returned NaN actions {action.tolist()}; an action is an integer in "
-                        f"[0, {action_space.n})")
-            if action.shape != (num_envs,) or not np.issubdtype(action.dtype, np.integer):
-                return f"act must return an integer array of shape ({num_envs},), got {action.shape} {action.dtype}"
-            if (action < 0).any() or (action >= action_space.n).any():
-                return f"act returned {action.tolist()}, outside Discrete({action_space.n})"
+            action = act(agent, obs, start)
             checks.call("observe", agent.observe, action, np.zeros(num_envs, np.float32), obs,
                         np.zeros(num_envs, bool), np.zeros(num_envs, bool))
             start = np.zeros(num_envs, bool)
@@ -236,8 +245,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         runs = []
         for _ in range(2):
             agent = build(7, total_steps=0)
-            runs.append([np.asarray(checks.call("act", agent.act, obs, np.ones(num_envs, bool)))
-                         for obs in observations])
+            runs.append([act(agent, obs, np.ones(num_envs, bool)) for obs in observations])
         same = all(_same(a, b) for a, b in zip(*runs))
         return None if same else "two agents built with the same seed acted differently"
 
@@ -249,9 +257,8 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
             agent = build(7, total_steps=0)
             streams = (histories[j], histories[(j + 1) % len(histories)])
             for t in range(length):
-                checks.call("act", agent.act, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
-            runs.append(np.stack([np.asarray(checks.call("act", agent.act, np.stack([obs] * num_envs),
-                                                         np.full(num_envs, t == 0)))
+                act(agent, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
+            runs.append(np.stack([act(agent, np.stack([obs] * num_envs), np.full(num_envs, t == 0))
                                   for t, obs in enumerate(episode)]))
         for stream in range(num_envs):
             for j in range(1, len(runs)):

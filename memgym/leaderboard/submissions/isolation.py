@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from memgym.leaderboard.tracks import TRACKS, Preset, Track
+from memgym.leaderboard.store import AGENT_FAULTS, failure_reason
 
 _MAX_MESSAGE = 1 << 31
 
@@ -395,8 +396,7 @@ def serve(fd: int, spec: str) -> None:
             if "error" in state:  # a request sent without waiting failed: this request's answer says so
                 raise state.pop("error")
             answer = _answer(meta, arrays, state)
-        except Exception as error:  # noqa: BLE001 - the agent's fault is reported, the parent decides
-            from memgym.leaderboard.store import failure_reason
+        except AGENT_FAULTS as error:  # the agent's fault (sys.exit included) is reported, the parent decides
 
             answer = ({"error": failure_reason(error)}, {})
         if not meta.get("reply", True):

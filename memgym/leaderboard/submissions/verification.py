@@ -22,6 +22,7 @@ from memgym.leaderboard.running.code_identity import COMPUTATION, code_hash
 from memgym.leaderboard.submissions.comparison import (NOT_REPRODUCED, REPRODUCED, WITHIN_SPREAD, Z, compare,
                                            compare_evaluation, compare_training, pooled_bias, same_backend,
                                            spreads)
+from memgym.leaderboard.limits import CellFailure, alarm
 from memgym.leaderboard.store import provenance
 from memgym.leaderboard.submissions.format import (VERIFICATION, Submission, SubmissionError, digest, first_results, load,
                                            offline_problems, relative)
@@ -182,11 +183,11 @@ def _rerun_any(submission: Submission, sample: list[tuple[Any, int]], cell_timeo
         try:
             with isolation.AgentProcess(submission.spec, submission.code_dir, protect=[submission.root],
                                         limits=limits, unsandboxed=unsandboxed) as process, \
-                    any_tier._alarm(cell_timeout):
+                    alarm(cell_timeout):
                 agent = isolation.RemoteAgent(process, track, value, seed, budget.total_steps, NUM_ENVS)
                 train = any_tier.train(agent, track, budget, value, seed, NUM_ENVS, deadline)
                 outcomes.append((train, any_tier.evaluate(agent, track, budget, value, NUM_ENVS, deadline)))
-        except (any_tier.CellFailure, isolation.AgentProcessError) as error:
+        except (CellFailure, isolation.AgentProcessError) as error:
             outcomes.append(str(error))
         log(f"[{submission.name}] {track.sweep.column(value)} seed {seed}: re-run in "
             f"{time.perf_counter() - started:.0f}s")
