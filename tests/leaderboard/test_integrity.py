@@ -180,6 +180,27 @@ def test_failed_cells_are_flagged_as_failed_not_as_below_chance():
     assert report.flags(row, TMAZE) == ["failed L=2 (1 cell)", "failed L=3 (2 cells)"]
 
 
+def test_a_planned_length_without_a_readable_cell_keeps_its_column():
+    """Where every record of a length is unreadable (or not yet run), the board still shows the length, as "—",
+    beside the row marked incomplete, rather than dropping the column."""
+    budget = {"name": "tiny", "corridor_lengths": [2, 3], "seeds": 1, "total_steps": 100, "train_window": 5,
+              "eval_episodes": 1, "max_episode_steps": 20}
+
+    class Store:
+        def records(self):
+            yield {"agent": "a", "corridor_length": 3, "seed": 0, "preset": budget, "status": "ok",
+                   "path": "a/L3/seed0.json", "train": {"success_rate": 1.0}, "eval": {"success_rate": 1.0}}
+
+        def unreadable(self):
+            return [("a/L2/seed0.json", "is not valid JSON")]
+
+    board = report.build_board(Store(), TMAZE)
+    header, rows = report.ranked_rows(board, TMAZE)["tiny"]
+    (row,) = rows
+    assert header[header.index("L=2"):header.index("L=3") + 1] == ["L=2", "L=3"]
+    assert row[header.index("L=2")] == "—" and row[0] == "—" and "1/2 incomplete" in row
+
+
 def test_a_corridor_no_agent_reaches_is_flagged_on_the_printed_board(tmp_path, capsys):
     """As a user met it: with the smoke preset's 100-step episodes nothing reaches the junction at L = 32, and the
     board says so instead of reading as a memory failure."""

@@ -248,7 +248,9 @@ def ranked_rows(board: dict[str, Any], track: Track = TMAZE) -> dict[str, tuple[
     for entry in board["entries"]:
         by_preset[entry["preset"]].append(entry)
     for budget, entries in by_preset.items():
-        lengths = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
+        # every planned value is a column: one whose cells are all missing (never run, or unreadable) shows "—"
+        lengths = sorted({length for e in entries for length in e["eval"]["per_length"]}
+                         | {value for e in entries for value, _ in e.get("missing", ())}, key=sweep.index)
         header = ["rank", "agent", "score", "cells", "IQM"] + [f"{sweep.header}*"] * solved + ["train score"]
         header += [sweep.column(length) for length in lengths] + ["repeats", "flags"]
         header += ["verified"] * any("verified" in e for e in entries)
