@@ -93,6 +93,46 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return match["base"].strip(), options
 
 
+def canonical_spec(spec: str) -> str:
+    """The one spelling of ``spec`` that the store and the board key an agent by.
+
+    Each option's value is written back as :func:`parse_spec` reads it (``1e-3``, ``0.0010`` and
+    ``0.001`` are all ``0.001``), empty brackets are dropped (``NAME[]`` is ``NAME``) and spaces around
+    ``,`` and ``=`` go; the options keep the order they were given in.
+    """
+    return format_spec(*parse_spec(spec))
+
+
+def format_spec(base: str, options: dict[str, Any]) -> str:
+    """``NAME[key=value,...]`` in :func:`canonical_spec`'s spelling; ``NAME`` alone without options."""
+    if not options:
+        return base
+    return f"{base}[{','.join(f'{key}={_option_text(value)}' for key, value in options.items())}]"
+
+
+def same_agent(spec: str, other: str) -> bool:
+    """Whether two specs name one agent: the same base and options, in any order and any spelling of a value
+    (``x[learning_rate=1e-3,entropy_coef=0.01]`` and ``x[entropy_coef=1e-2,learning_rate=0.001]``)."""
+    def identity(text: str) -> tuple[str, frozenset[tuple[str, str]]]:
+        base, options = parse_spec(text)
+        return base, frozenset((key, _option_text(value)) for key, value in options.items())
+
+    try:
+        return identity(spec) == identity(other)
+    except ValueError:
+        return spec == other
+
+
+def _option_text(value: Any) -> str:
+    """``value`` as an option is written: JSON, except a string that reads back as itself unquoted."""
+    if isinstance(value, str) and value == value.strip() and value and not set(value) & set(",[]"):
+        try:
+            json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return json.dumps(value)
+
+
 def load_factory(spec: str) -> Callable[[AgentContext], Any]:
     """The factory named by ``spec``: ``"package.module:attribute"`` or an entry-point name, with options."""
     base, options = parse_spec(spec)

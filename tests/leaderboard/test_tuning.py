@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memgym.cli import main
 from memgym.leaderboard import tracks
 from memgym.leaderboard.boards import tuning
-from memgym.leaderboard.protocol import load_factory, parse_spec
+from memgym.leaderboard.protocol import canonical_spec, load_factory, parse_spec, same_agent
 
 
 def test_spec_options_parse_and_reach_the_config():
@@ -18,6 +20,52 @@ def test_spec_options_parse_and_reach_the_config():
         "a2c-tiny-gru", {"learning_rate": 1e-3, "entropy_coef": 0.01, "memory": "tiny-lstm"})
     config = load_factory("a2c-tiny-gru[learning_rate=0.002,memory=tiny-lstm]")(tracks.TMAZE.context()).config
     assert (config.learning_rate, config.memory, config.rollout_length) == (0.002, "tiny-lstm", 32)
+
+
+def test_one_spelling_per_agent():
+    assert canonical_spec("a2c-tiny-gru[]") == "a2c-tiny-gru"
+    for spelling in ("0.1", "0.10", "1e-1", " 1.0e-1 "):
+        assert canonical_spec(f"x[learning_rate={spelling}]") == "x[learning_rate=0.1]"
+    assert canonical_spec("x[ memory = tiny-lstm ,learning_rate=5e-4]") == "x[memory=tiny-lstm,learning_rate=0.0005]"
+    assert canonical_spec('x[memory="tiny-lstm"]') == "x[memory=tiny-lstm]"
+    assert canonical_spec('x[memory_config="{\\"frequencies\\": \\"authors\\"}"]') == (
+        'x[memory_config="{\\"frequencies\\": \\"authors\\"}"]')  # a string that reads as JSON stays quoted
+    assert canonical_spec("x[n=2]") != canonical_spec("x[n=2.0]") != canonical_spec("x[n=true]")
+    assert same_agent("x[learning_rate=1e-3,entropy_coef=0.01]", "x[entropy_coef=1e-2,learning_rate=0.001]")
+    assert not same_agent("x[learning_rate=1e-3]", "x[learning_rate=1e-3,entropy_coef=0.01]")
+    assert not same_agent("x[n=1]", "x[n=true]") and not same_agent("x[n=1]", "y[n=1]")
+
+
+_values = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
+                    st.none(), st.text(st.characters(blacklist_characters=",[]", blacklist_categories=("Cs",)),
+                                       min_size=1).map(str.strip).filter(bool))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True), _values, max_size=4))
+def test_the_canonical_spelling_reads_back_as_the_same_options_and_is_its_own(options):
+    from memgym.leaderboard.protocol import format_spec
+
+    spec = format_spec("agent", options)
+    assert parse_spec(spec) == ("agent", options)
+    assert canonical_spec(spec) == spec and same_agent(spec, format_spec("agent", dict(reversed(options.items()))))
+
+
+@pytest.mark.slow(seconds=30)
+def test_an_agent_spelled_another_way_resumes_its_stored_cells_on_one_row(tmp_path, capsys):
+    results = tmp_path / "r"
+    argv = ["leaderboard", "run", "--preset", "smoke", "--values", "4", "--seeds", "1", "--steps", "2048",
+            "--no-policies", "--results", str(results)]
+    assert main(argv + ["--agent", "a2c-tiny-mlp[entropy_coef=1e-2,learning_rate=1e-3]"]) == 0
+    stored = "a2c-tiny-mlp[entropy_coef=0.01,learning_rate=0.001]"
+    assert f"is stored as '{stored}'" in capsys.readouterr().out
+    assert main(argv + ["--agent", "a2c-tiny-mlp[learning_rate=0.0010,entropy_coef=0.01]",
+                        "--agent", "a2c-tiny-mlp[entropy_coef=0.01,learning_rate=0.001]"]) == 0
+    out = capsys.readouterr().out
+    assert f"is stored as '{stored}'" in out and "is named twice; it runs once" in out
+    assert "its seed stored, skipping" in out and "training for" not in out
+    board = json.loads((results / "board.json").read_text())
+    assert [e["spec"] for e in board["entries"]] == [stored]
 
 
 @pytest.mark.parametrize("spec, message", [

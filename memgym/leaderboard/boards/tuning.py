@@ -24,7 +24,8 @@ from typing import Any
 
 from memgym.leaderboard.boards import report
 from memgym.leaderboard.running import runner
-from memgym.leaderboard.protocol import agent_id, parse_spec
+from memgym.leaderboard.protocol import agent_id, canonical_spec, format_spec, parse_spec
+from memgym.leaderboard.running.planning import stored_spelling
 from memgym.leaderboard.tracks import TMAZE, Preset, Track
 
 #: Table A.1: the learning rates and entropy coefficients the thesis sweeps for every T-Maze agent.
@@ -45,7 +46,7 @@ def grid_specs(agent: str, grid: Mapping[str, Sequence[Any]]) -> list[str]:
     specs = []
     for point in itertools.product(*grid.values()):
         chosen = {**options, **dict(zip(grid, point))}
-        specs.append(f"{base}[{','.join(f'{key}={json.dumps(value)}' for key, value in chosen.items())}]")
+        specs.append(format_spec(base, chosen))
     return specs
 
 
@@ -88,7 +89,8 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
     ``new_version``; ``policies`` is off unless given: a sweep's trained parameters are not kept). Returns the selection of :func:`select` plus the grid and budget, as written
     to ``<results>/tuning-<agent>.json``.
     """
-    specs = grid_specs(agent, grid)
+    agent = canonical_spec(agent)
+    specs = stored_spelling(grid_specs(agent, grid), track.records(track.store(results)))
     log(f"tuning {agent}: {len(specs)} configurations ({' × '.join(f'{len(v)} {k}' for k, v in grid.items())}), "
         f"{len(budget.values)} {track.sweep.plural.replace('_', ' ')} × {budget.seeds} seeds × "
         f"{budget.total_steps:,} steps each; selected by the training {track.score.label} over the last "

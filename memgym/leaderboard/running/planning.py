@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memgym.extras import MissingExtra
 from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
-from memgym.leaderboard.protocol import agent_id, load_factory, tier
+from memgym.leaderboard.protocol import agent_id, canonical_spec, load_factory, same_agent, tier
 from memgym.leaderboard.limits import alarm
 from memgym.leaderboard.store import AGENT_FAULTS, ResultsStore, failure_reason, provenance
 from memgym.leaderboard.tracks import Preset, Track
@@ -89,6 +89,27 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
 def version_label(spec: str, version: int) -> str:
     """``spec`` for an agent's first version, ``spec@v<n>`` for later ones."""
     return spec if version == 1 else f"{spec}@v{version}"
+
+
+def stored_spelling(agents: Sequence[str], records: Iterable[dict[str, Any]],
+                    log: Callable[[str], None] = lambda line: None) -> list[str]:
+    """``agents`` as the store keys them: each as the spelling its stored ``records`` have
+    (:func:`~memgym.leaderboard.protocol.same_agent`: options in any order, values in any spelling), else its
+    :func:`~memgym.leaderboard.protocol.canonical_spec`; an agent named twice is kept once.
+
+    So ``x[learning_rate=1e-3]`` resumes the cells of ``x[learning_rate=0.001]`` and shares its row.
+    """
+    spellings = sorted({r["agent"] for r in records if isinstance(r.get("agent"), str)})
+    chosen: list[str] = []
+    for spec in agents:
+        spelling = next((s for s in spellings if same_agent(s, spec)), None) or canonical_spec(spec)
+        if spelling != spec:
+            log(f"[{spec}] is stored as {spelling!r}")
+        if spelling in chosen:
+            log(f"[{spec}] is named twice; it runs once")
+        else:
+            chosen.append(spelling)
+    return chosen
 
 
 def plan(agents: Sequence[str], budget: Preset, store: ResultsStore, *, track: Track, repeat: bool = False,

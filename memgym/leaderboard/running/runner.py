@@ -13,7 +13,7 @@ from typing import Any
 
 from memgym.leaderboard.running import any_tier, jax_tier
 from memgym.leaderboard.running.code_identity import describe_code
-from memgym.leaderboard.running.planning import Task, cell_record, plan
+from memgym.leaderboard.running.planning import Task, cell_record, plan, stored_spelling
 from memgym.leaderboard.running.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
@@ -46,8 +46,7 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     except ImportError as error:
         raise ValueError(f"track {track.name!r} cannot run here: {error}") from None
     store = track.store(results)
-    for _ in track.records(store):  # refuses a directory that holds another track's results
-        pass
+    agents = stored_spelling(agents, track.records(store), log)  # also refuses another track's results folder
     whole_grid = "jax" in track.tiers and seeds_per_batch is None and _several_devices()
     tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
                  log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key),
