@@ -74,6 +74,13 @@ class CueKeeperJax(TinyJaxAgent):
         return jnp.where(carry.sum() > 0, carry, obs[:2])
 
 
+class MaxKeeperJax(TinyJaxAgent):
+    """Cheats more quietly: ignores ``start`` and keeps, per cue bit, whether it was ever set (the larger cue)."""
+
+    def remember(self, carry, obs, start):
+        return jnp.maximum(carry, obs[:2])
+
+
 class HangingJaxAct(TinyJaxAgent):
     def act(self, params, carry, obs, start, key):
         time.sleep(3600)  # runs while jit traces act
@@ -100,6 +107,10 @@ def nan_action(context):
 
 def cue_keeper_jax(context):
     return CueKeeperJax()
+
+
+def max_keeper_jax(context):
+    return MaxKeeperJax()
 
 
 def hanging_jax_act(context):
@@ -138,6 +149,24 @@ class CueKeeper(CueAgent):
         self.cue = np.where((self.cue < 0) & shown, obs[:, 0].astype(int), self.cue)
 
 
+class MaxKeeper(CueAgent):
+    """Cheats more quietly: ignores ``start`` and keeps, per cue bit, whether it was ever set."""
+
+    def __init__(self, num_envs):
+        self.memory = np.zeros((num_envs, 2))
+
+    def act(self, obs, start):
+        self.memory = np.maximum(self.memory, obs[:, :2])
+        return np.where(self.memory[:, 0] > 0, 2, 3).astype(np.int64)
+
+
+class Unseeded(CueAgent):
+    """Turns at random from NumPy's global generator, which no seed of the context reaches."""
+
+    def act(self, obs, start):
+        return np.random.randint(0, 4, size=len(obs))
+
+
 class NaNActions(CueAgent):
     def act(self, obs, start):
         return np.full(len(obs), np.nan)
@@ -159,6 +188,14 @@ def cue_agent(context):
 
 def cue_keeper(context):
     return CueKeeper(context.num_envs)
+
+
+def max_keeper(context):
+    return MaxKeeper(context.num_envs)
+
+
+def unseeded(context):
+    return Unseeded(context.num_envs)
 
 
 def nan_actions(context):
@@ -208,9 +245,31 @@ def test_check_catches_a_cue_carried_across_an_episode_start(capsys):
     status, failed, out = check(capsys, "cue_keeper_jax", *JAX_FLAGS)
     assert status == 1 and len(failed) == 1, out
     assert failed[0].startswith("start=True resets the memory") and "carries memory across an episode start" in out
+    # An agent that keeps the larger cue acts as a fresh one after one of the two cues only: each new episode is
+    # played with both.
+    for agent, flags in (("max_keeper", ()), ("max_keeper_jax", JAX_FLAGS)):
+        status, failed, out = check(capsys, agent, *flags)
+        assert status == 1 and len(failed) == 1, out
+        assert failed[0].startswith("start=True resets the memory") and "carries memory across" in out
     # The same agents with an honest memory pass.
     assert check(capsys, "cue_agent")[0] == 0
     assert check(capsys, "tiny_jax", *JAX_FLAGS)[0] == 0
+
+
+def test_an_unseeded_agent_fails_one_check_not_two(capsys):
+    status, failed, out = check(capsys, "unseeded")
+    assert status == 1 and len(failed) == 1, out
+    assert failed[0].startswith("same seed, same actions") and "carries memory" not in out
+
+
+@pytest.mark.slow(seconds=60)
+def test_an_agent_passes_the_check_of_a_track_whose_actions_are_not_discrete(capsys):
+    # Battleship's actions are MultiDiscrete cells: the memory test steps with the lowest, and the JAX tier's
+    # act is held to the run's rule for that space.
+    assert main(["leaderboard", "check", "examples.random_agent:factory", "--track", "popgym-game"]) == 0
+    assert "4/4 checks passed" in capsys.readouterr().out
+    assert main(["leaderboard", "check", "a2c-tiny-mlp", "--track", "popgym-game", "--steps", "2048"]) == 0
+    assert "6/6 checks passed" in capsys.readouterr().out
 
 
 # --- 8. step timeout ------------------------------------------------------------------------------

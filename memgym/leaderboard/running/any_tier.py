@@ -139,12 +139,13 @@ def _vector_env(track: Track, value: Any, num_envs: int, max_episode_steps: int 
     )
 
 
-def checked_actions(actions: Any, num_envs: int, space: gym.Space, deadline: float = math.inf) -> np.ndarray:
+def checked_actions(actions: Any, num_envs: int | None, space: gym.Space, deadline: float = math.inf) -> np.ndarray:
     """The agent's ``num_envs`` actions in ``space`` as an array the env takes, or :class:`CellFailure` saying what
     is wrong with them: the rule of ``run`` and ``check``, the JAX tier's
     (:func:`~memgym.envs.functional.valid_action`) in NumPy. A ``Discrete`` or ``MultiDiscrete`` action is whole
     numbers in range (``2.0`` is 2; ``1.5``, NaN, booleans are refused), a ``Box`` one finite numbers within its
-    bounds. Past ``deadline`` (``perf_counter``) the cell has run out of time."""
+    bounds. ``num_envs=None``: one action, without the environments' axis (a JAX-tier ``act``). Past ``deadline``
+    (``perf_counter``) the cell has run out of time."""
     if time.perf_counter() > deadline:
         raise CellFailure("exceeded the wall-clock limit per cell")
     actions = np.asarray(actions)
@@ -153,7 +154,7 @@ def checked_actions(actions: Any, num_envs: int, space: gym.Space, deadline: flo
                                      or np.issubdtype(actions.dtype, np.floating)):
         raise CellFailure(f"act returned {actions.dtype} actions {actions.tolist()}; expected "
                           f"{'whole' if whole else 'real'} numbers in {space}")
-    shape = (num_envs, *(space.shape or ()))
+    shape = (*(() if num_envs is None else (num_envs,)), *(space.shape or ()))
     if actions.shape != shape:
         raise CellFailure(f"act returned actions of shape {actions.shape}; expected shape {shape}")
     if np.isnan(actions).any():

@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from memgym.leaderboard.protocol import initialize_carry, load_factory, tier
@@ -109,7 +110,7 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
     inner = jax.tree.map(lambda x: x[0], track.jax_params([value], max_episode_steps))  # one cell, unbatched
     seal = seal_weights()
     params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), seal=jnp.asarray(seal))
-    num_actions = inner_env.action_space(inner).n
+    action_space = track.spaces()[1]
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
     state: dict[str, Any] = {}
@@ -137,8 +138,7 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
                     "the returned ScoredState was edited after stepping)")
         invalid = int(np.asarray(env_state.invalid_actions).sum()) // 2
         if invalid:  # a run fails such a cell (jax_tier.cell_outcome)
-            return (f"train stepped the environment with {invalid} invalid actions (the action space is "
-                    f"Discrete({num_actions}))")
+            return f"train stepped the environment with {invalid} invalid actions (the action space is {action_space})"
         leaves = [(jax.tree_util.keystr(path), _host(leaf))
                   for path, leaf in jax.tree_util.tree_leaves_with_path(policy_params)]
         broken = [path or "params" for path, leaf in leaves
@@ -156,13 +156,7 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         state["step"] = step = jax.jit(agent.act)
         action, new_carry = checks.call("act", step, state["params"], carry, obs, jnp.ones((), bool),
                                         jax.random.key(2), block=True)
-        action = np.asarray(action)
-        if action.dtype.kind in "fc" and np.isnan(action).any():
-            return f"act returned a NaN action; an action is an integer in [0, {num_actions})"
-        if action.shape != () or not np.issubdtype(action.dtype, np.integer):
-            return f"act must return a scalar integer action, got shape {action.shape} dtype {action.dtype}"
-        if not 0 <= int(action) < num_actions:
-            return f"act returned action {int(action)}, outside Discrete({num_actions})"
+        checked_actions(action, None, action_space)  # the run's rule: CellFailure says what is wrong
         if jax.tree.structure(new_carry) != jax.tree.structure(carry) or any(
             a.shape != b.shape for a, b in zip(jax.tree.leaves(new_carry), jax.tree.leaves(carry))
         ):
@@ -170,11 +164,11 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         return None
 
     def start_resets():
-        histories, episode = _memory_probe(track)
+        histories, episodes = _memory_probe(track)
         step, policy = state["step"], state["params"]
         fresh = checks.call("initialize_carry", lambda: initialize_carry(agent), block=True)
 
-        def play(history: Sequence[np.ndarray] | None, keys) -> list[int]:
+        def play(history: Sequence[np.ndarray] | None, episode: Sequence[np.ndarray], keys) -> list:
             carry = fresh
             for t, obs in enumerate(history or ()):
                 _, carry = checks.call("act", step, policy, carry, obs, np.asarray(t == 0), keys[t], block=True)
@@ -182,19 +176,21 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
             for t, obs in enumerate(episode):
                 action, carry = checks.call("act", step, policy, carry, obs, np.asarray(t == 0), keys[t],
                                             block=True)
-                actions.append(int(np.asarray(action)))
+                actions.append(np.asarray(action).tolist())
             return actions
 
         for k in range(KEY_SEQUENCES):
             keys = jax.random.split(jax.random.key(100 + k), max(EPISODE_STEPS, HISTORY_STEPS))
-            reference = play(None, keys)
-            for history in histories:
-                actions = play(history, keys)
-                if actions != reference:
-                    return (f"act carries memory across an episode start: with the same keys, a new episode "
-                            f"(start=True on its first step) got actions {actions} after an episode that began "
-                            f"with {_show(history[0])}, but {reference} from initialize_carry(); when start is True, "
-                            f"act must act as from initialize_carry()")
+            for episode in episodes:
+                reference = play(None, episode, keys)
+                for history in histories:
+                    actions = play(history, episode, keys)
+                    if actions != reference:
+                        return (f"act carries memory across an episode start: with the same keys, a new episode "
+                                f"beginning with {_show(episode[0])} (start=True on its first step) got actions "
+                                f"{actions} after an episode that began with {_show(history[0])}, but {reference} "
+                                f"from initialize_carry(); when start is True, act must act as from "
+                                f"initialize_carry()")
         return None
 
     def vmappable():
@@ -203,8 +199,9 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         batched = jax.jit(jax.vmap(agent.act, in_axes=(None, 0, 0, 0, 0)))
         actions, _ = checks.call("act (vmapped)", batched, state["params"], carries, obs, jnp.ones(3, bool),
                                  jax.random.split(jax.random.key(0), 3), block=True)
-        if np.asarray(actions).shape != (3,):
-            return f"vmapped act over 3 streams gave actions of shape {np.asarray(actions).shape}"
+        if np.asarray(actions).shape != (3, *action_space.shape):
+            return (f"vmapped act over 3 streams gave actions of shape {np.asarray(actions).shape}, not "
+                    f"{(3, *action_space.shape)}")
         return None
 
     checks.run("num_envs is a positive integer", num_envs_ok)
@@ -250,50 +247,57 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         return None if same else "two agents built with the same seed acted differently"
 
     def start_resets():
-        histories, episode = _memory_probe(track)
+        histories, episodes = _memory_probe(track)
         length = min(len(h) for h in histories)
-        runs = []
-        for j in range(len(histories)):  # agent j: stream 0 after history j, stream 1 after history j + 1
-            agent = build(7, total_steps=0)
-            streams = (histories[j], histories[(j + 1) % len(histories)])
-            for t in range(length):
-                act(agent, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
-            runs.append(np.stack([act(agent, np.stack([obs] * num_envs), np.full(num_envs, t == 0))
-                                  for t, obs in enumerate(episode)]))
-        for stream in range(num_envs):
-            for j in range(1, len(runs)):
-                if not _same(runs[j][:, stream], runs[0][:, stream]):
-                    before = histories[(j + stream) % len(histories)][0]
-                    other = histories[stream % len(histories)][0]
-                    return (f"act carries memory across an episode start: agents built with the same seed gave "
-                            f"the same new episode (start=True on its first step) actions "
-                            f"{runs[j][:, stream].tolist()} after an episode that began with {_show(before)}, "
-                            f"but {runs[0][:, stream].tolist()} after one that began with {_show(other)} "
-                            f"(environment {stream}; act only, as in evaluation)")
+        for episode in episodes:
+            runs = []
+            for j in range(len(histories)):  # agent j: stream 0 after history j, stream 1 after history j + 1
+                agent = build(7, total_steps=0)
+                streams = (histories[j], histories[(j + 1) % len(histories)])
+                for t in range(length):
+                    act(agent, np.stack([streams[0][t], streams[1][t]]), np.full(num_envs, t == 0))
+                runs.append(np.stack([act(agent, np.stack([obs] * num_envs), np.full(num_envs, t == 0))
+                                      for t, obs in enumerate(episode)]))
+            for stream in range(num_envs):
+                for j in range(1, len(runs)):
+                    if not _same(runs[j][:, stream], runs[0][:, stream]):
+                        before = histories[(j + stream) % len(histories)][0]
+                        other = histories[stream % len(histories)][0]
+                        return (f"act carries memory across an episode start: agents built with the same seed gave "
+                                f"the same new episode, beginning with {_show(episode[0])} (start=True on its first "
+                                f"step), actions {runs[j][:, stream].tolist()} after an episode that began with "
+                                f"{_show(before)}, but {runs[0][:, stream].tolist()} after one that began with "
+                                f"{_show(other)} (environment {stream}; act only, as in evaluation)")
         return None
 
     # the act-only checks are evaluation: their agents get a budget of 0 steps, so they are evaluated from the
     # first call (an agent that tells training from evaluation by its budget, as the reference agents do)
-    if checks.run("act returns valid actions; observe accepts a step", acts_validly):
-        checks.run("same seed, same actions", deterministic)
+    # the memory test compares agents built with the same seed: it runs only on an agent that passes the check
+    # before it, so that one fault (unseeded randomness) gives one failure
+    if checks.run("act returns valid actions; observe accepts a step", acts_validly) and \
+            checks.run("same seed, same actions", deterministic):
         checks.run("start=True resets the memory (same actions after different previous episodes)", start_resets)
 
 
-def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[np.ndarray]]:
-    """Previous episodes and a new one, played on the track's check cell with action 0 (the memory test).
+def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """Previous episodes and new ones, played on the track's check cell with one fixed action (the memory test:
+    :func:`_fixed_action`).
 
-    The new episode starts from reset seed 0. The previous ones are chosen among
-    seeds 1…64 so that between them their first observations take two values
-    (where there are two) of every feature that varies across first observations.
+    The previous episodes are chosen among reset seeds 1…64 so that between them their first observations take
+    two values (where there are two) of every feature that varies across first observations. The new episodes
+    start from seed 0 and from the seed whose first observation differs from seed 0's in the most of those
+    features (T-Maze: the other cue), so that an agent that keeps whichever cue it saw (the larger, the first)
+    fails with one of them.
     """
     value, limit = track.check_cell
     env = track.make_env(value, limit)
+    action = _fixed_action(env.action_space)
     try:
         def play(seed: int, length: int) -> list[np.ndarray]:
             obs, _ = env.reset(seed=seed)
             episode = [np.asarray(obs)]
             while len(episode) < length:
-                obs, _, terminated, truncated, _ = env.step(0)
+                obs, _, terminated, truncated, _ = env.step(action)
                 if terminated or truncated:
                     break
                 episode.append(np.asarray(obs))
@@ -314,9 +318,24 @@ def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[np.ndarray
             if gain(best) == 0:
                 break
             chosen.append(best)
-        return [play(seed, HISTORY_STEPS) for seed in chosen], play(0, EPISODE_STEPS)
+        first = np.asarray(env.reset(seed=0)[0]).ravel()
+        other = max(candidates, key=lambda seed: int((firsts[seed][varying] != first[varying]).sum()))
+        return ([play(seed, HISTORY_STEPS) for seed in chosen],
+                [play(seed, EPISODE_STEPS) for seed in ((0, other) if (firsts[other] != first).any() else (0,))])
     finally:
         env.close()
+
+
+def _fixed_action(space: Any) -> Any:
+    """The memory test's action in ``space``: its lowest (``Discrete``, ``MultiDiscrete``), or the point nearest 0
+    within its bounds (``Box``)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return np.asarray(space.start, space.dtype)
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(np.zeros(space.shape), space.low, space.high).astype(space.dtype)
+    raise ValueError(f"the harness acts in Discrete, MultiDiscrete and Box spaces, not {space}")
 
 
 def _host(leaf: Any) -> np.ndarray:
