@@ -323,13 +323,16 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
 
 
 def _numbers(text: str) -> list[float]:
-    """Comma-separated positive numbers, e.g. ``1e-3,5e-4``."""
+    """Comma-separated positive numbers, e.g. ``1e-3,5e-4``, each once."""
     try:
         values = [float(part) for part in text.replace(",", " ").split()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 1e-3,5e-4, got {text!r}") from None
     if not values or any(not v > 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(f'{v:g}' for v in twice)} twice")
     return values
 
 
@@ -863,6 +866,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # bad configuration: say what is wrong, no traceback
         print(f"memgym {args.command}: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a file or folder the command cannot use (read-only, full, missing)
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"memgym {args.command}: {error.strerror or error}{where}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the user's Ctrl-C: what finished is kept, and saying so is all that is needed
+        kept = (" (the cells that finished are stored; the same command resumes from them)"
+                if getattr(args, "leaderboard_command", None) in ("run", "tune") else "")
+        print(f"memgym {args.command}: interrupted{kept}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

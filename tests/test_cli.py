@@ -82,6 +82,29 @@ def test_leaderboard_list_and_bad_arguments(capsys, tmp_path):
 
 
 @pytest.mark.slow(seconds=11)
+def test_an_interrupt_or_an_unusable_file_ends_a_command_with_a_sentence(capsys, monkeypatch, tmp_path):
+    from memgym.leaderboard.boards import report
+    from memgym.leaderboard.running import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run", interrupted)
+    argv = ["leaderboard", "run", "--agent", "a2c-tiny-mlp", "--preset", "smoke", "--results", str(tmp_path / "r")]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "memgym leaderboard: interrupted (the cells that finished are stored; the same command resumes" in err
+    assert "Traceback" not in err
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system", str(tmp_path / "out"))
+
+    monkeypatch.setattr(report, "write_report", read_only)
+    (tmp_path / "r").mkdir()
+    assert main(["leaderboard", "report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"memgym leaderboard: Read-only file system ({tmp_path / 'out'})\n"
+
+
 def test_train_presets_are_thesis_table_a3_and_a4_and_flags_override_them():
     from memgym.agents.a2c import A2CConfig
     from memgym.agents.config import resolve_memory

@@ -62,14 +62,15 @@ def entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+(?P<real>\.\d*(?:[eE][+-]?\d+)?|[eE][+-]?\d+)?|(?P<fraction>\.\d+(?:[eE][+-]?\d+)?))")
 _OPTIONS = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<options>[^\[\]]*)\]$")
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"NAME[key=value,...]"`` → ``(NAME, {key: value})``; a spec without brackets has no options.
 
-    A value is read as JSON where it is JSON (``1e-4``, ``0.01``, ``8``, ``true``) and as
-    a string otherwise (``tiny-gru``).
+    A value is read as JSON where it is JSON (``1e-4``, ``0.01``, ``8``, ``true``), as a number where it
+    is one in Python's spelling (``.5``, ``+1``, ``1.``) and as a string otherwise (``tiny-gru``).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent must be 'package.module:factory' or a registered name, got {spec!r}")
@@ -89,7 +90,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         try:
             options[key] = json.loads(text)
         except json.JSONDecodeError:
-            options[key] = text
+            number = _NUMBER.fullmatch(text)
+            options[key] = (text if number is None else float(text) if number["real"] or number["fraction"] else int(text))
     return match["base"].strip(), options
 
 
@@ -125,7 +127,8 @@ def same_agent(spec: str, other: str) -> bool:
 
 def _option_text(value: Any) -> str:
     """``value`` as an option is written: JSON, except a string that reads back as itself unquoted."""
-    if isinstance(value, str) and value == value.strip() and value and not set(value) & set(",[]"):
+    if isinstance(value, str) and value == value.strip() and value and not set(value) & set(",[]") \
+            and not _NUMBER.fullmatch(value):
         try:
             json.loads(value)
         except json.JSONDecodeError:

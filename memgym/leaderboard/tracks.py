@@ -301,15 +301,25 @@ class Track:
 
     def store(self, root: Any) -> ResultsStore:
         return ResultsStore(root, prefix=self.sweep.short, value_key=self.sweep.name, values_key=self.sweep.plural,
-                            score_key=self.score.name)
+                            score_key=self.score.name, score_bounds=self.score.bounds)
 
     def records(self, store: ResultsStore) -> Iterator[dict[str, Any]]:
-        """The store's records; ``ValueError`` for one of another track (each track has its own directory)."""
+        """The store's records; ``ValueError`` for one of another track (each track has its own directory): a
+        record that names another ``track``, has no value of this track's swept parameter or one it does not
+        have (records written before they named their track are told apart by the last two alone)."""
         for record in store.records():
-            if self.sweep.name not in record:
-                raise ValueError(f"{record['path']} is not a result of track {self.name!r} (it has no "
-                                 f"{self.sweep.name!r}); give each track its own --results directory")
-            yield record
+            value = record.get(self.sweep.name)
+            if record.get("track", self.name) != self.name:
+                why = f"it is of track {record['track']!r}"
+            elif self.sweep.name not in record:
+                why = f"it has no {self.sweep.name!r}"
+            elif self.sweep.choices is not None and value not in self.sweep.choices:
+                why = f"its {self.sweep.name} {value!r} is not one of the track's"
+            else:
+                yield record
+                continue
+            raise ValueError(f"{record['path']} is not a result of track {self.name!r} ({why}); give each track "
+                             f"its own --results directory")
 
 
 # --- the built-in tracks ---------------------------------------------------------------------

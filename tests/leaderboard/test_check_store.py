@@ -390,6 +390,7 @@ def test_store_lists_unreadable_records_and_yields_the_others(tmp_path):
         "seed10.json": json.dumps({**OK, "seed": 10, "preset": [1]}),
         "seed11.json": json.dumps({**OK, "seed": 11, "train": {"success_rate": 0.5, "curve": 3}}),
         "seed12.json": b"\xff\xfe",
+        "seed13.json": json.dumps({**OK, "seed": 13, "eval": {**OK["eval"], "success_rate": 7.0}}),
     }
     for name, text in broken.items():
         (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -406,6 +407,7 @@ def test_store_lists_unreadable_records_and_yields_the_others(tmp_path):
     assert problems["seed10.json"].startswith("has 'preset' [1], not a JSON object")
     assert "'curve'" in problems["seed11.json"]
     assert problems["seed12.json"] == "is not UTF-8 text"
+    assert problems["seed13.json"] == "has 'success_rate' 7.0 in its 'eval', outside the track's range [0, 1]"
     assert [r["status"] for r in store.results("a_f", 2, 2)] == []  # a cell with only a corrupt record
     assert store.finished("a_f", 2, 2) is None
     assert store.write("a_f", 2, 2, {**OK, "seed": 2}).name == "seed2.r1.json"  # the corrupt name stays taken

@@ -201,7 +201,7 @@ def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
     ("deep-metadata", "submission.json cannot be read (RecursionError"),
     ("duplicate-key", "the key(s) 'agent' appear more than once"),
     ("invisible", "must be plain text of at most 200 characters"),
-    ("score-range", "a score outside the track's range [0, 1]"),
+    ("score-range", "has 'success_rate' 1000.0 in its 'eval', outside the track's range [0, 1]"),
     ("short-curve", "a learning curve of shape (19, 2), not (20, 2)"),
     ("compiled", "code/helper.cpython-311.pyc is compiled code, which the code hash cannot cover"),
 ])

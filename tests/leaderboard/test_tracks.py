@@ -140,6 +140,22 @@ def test_tracks_never_share_a_results_directory(tmp_path):
         report.write_report(tmp_path)
 
 
+def test_popgym_tracks_never_share_a_results_directory(tmp_path, capsys):
+    """As a user sees it: one POPGym track's records are not another's, even for a task both have (a task's
+    evaluation seeds depend on its place in its track)."""
+    run = ["leaderboard", "run", "--agent", "examples.random_agent:factory", "--preset", "smoke", "--values",
+           "HigherLowerEasy", "--seeds", "1", "--steps", "512", "--eval-episodes", "1", "--results", str(tmp_path)]
+    assert main([*run, "--track", "popgym-game"]) == 0
+    assert json.loads(next(tmp_path.rglob("seed0.json")).read_text())["track"] == "popgym-game"
+    capsys.readouterr()
+    assert main([*run, "--track", "popgym-suite"]) == 2
+    assert "is not a result of track 'popgym-suite' (it is of track 'popgym-game')" in capsys.readouterr().err
+    for record in tmp_path.rglob("seed0.json"):  # as records were written before they named their track
+        record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "track"}))
+    assert main(["leaderboard", "show", "--track", "popgym-control", "--results", str(tmp_path)]) == 2
+    assert "(its task 'HigherLowerEasy' is not one of the track's)" in capsys.readouterr().err
+
+
 def test_a_new_track_is_a_new_entry(tmp_path):
     """A track defined here, registered nowhere: POPGym RepeatFirst across two difficulties."""
     from memgym.envs import popgym

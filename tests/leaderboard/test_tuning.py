@@ -31,6 +31,8 @@ def test_one_spelling_per_agent():
     assert canonical_spec('x[memory_config="{\\"frequencies\\": \\"authors\\"}"]') == (
         'x[memory_config="{\\"frequencies\\": \\"authors\\"}"]')  # a string that reads as JSON stays quoted
     assert canonical_spec("x[n=2]") != canonical_spec("x[n=2.0]") != canonical_spec("x[n=true]")
+    assert canonical_spec("x[eps=.5,n=+2]") == "x[eps=0.5,n=2]"  # numbers in Python's spelling are numbers
+    assert canonical_spec('x[name=".5"]') == 'x[name=".5"]'  # a string that reads as a number stays quoted
     assert same_agent("x[learning_rate=1e-3,entropy_coef=0.01]", "x[entropy_coef=1e-2,learning_rate=0.001]")
     assert not same_agent("x[learning_rate=1e-3]", "x[learning_rate=1e-3,entropy_coef=0.01]")
     assert not same_agent("x[n=1]", "x[n=true]") and not same_agent("x[n=1]", "y[n=1]")
@@ -152,6 +154,9 @@ def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
     bad = cli("leaderboard", "tune", "--agent", "a2c-tiny-gru", "--learning-rates", "1e-3,-1", "--results",
               str(results))
     assert bad.returncode == 2 and "expected comma-separated positive numbers, got '1e-3,-1'" in bad.stderr
+    bad = cli("leaderboard", "tune", "--agent", "a2c-tiny-gru", "--learning-rates", "1e-3,0.001", "--results",
+              str(results))
+    assert bad.returncode == 2 and "'1e-3,0.001' names 0.001 twice" in bad.stderr
     assert not results.exists()
 
 

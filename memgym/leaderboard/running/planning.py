@@ -60,6 +60,7 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
     track = task.track
     record: dict[str, Any] = {
         "agent": task.spec,
+        "track": track.name,
         "version": task.version,
         "agent_info": agent,
         "tier": task.kind,

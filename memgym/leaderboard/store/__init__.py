@@ -135,16 +135,18 @@ class ResultsStore:
     """Cells of one leaderboard under ``root``; a cell's directory is ``<prefix><value>`` (T-Maze: ``L4``).
 
     ``value_key`` (the record field of the swept value, ``"corridor_length"``), ``values_key`` (the budget's
-    field of its values, ``"corridor_lengths"``) and ``score_key`` (the score's field in ``train`` and
-    ``eval``, ``"success_rate"``), when given, are checked in every record read (:meth:`Track.store
-    <memgym.leaderboard.tracks.Track.store>` gives them).
+    field of its values, ``"corridor_lengths"``), ``score_key`` (the score's field in ``train`` and
+    ``eval``, ``"success_rate"``) and ``score_bounds`` (the range a score lies in, ``(0, 1)``), when given, are
+    checked in every record read (:meth:`Track.store <memgym.leaderboard.tracks.Track.store>` gives them).
     """
 
     def __init__(self, root: str | os.PathLike, prefix: str = "L", value_key: str | None = None,
-                 score_key: str | None = None, values_key: str | None = None):
+                 score_key: str | None = None, values_key: str | None = None,
+                 score_bounds: tuple[float, float] | None = None):
         self.root = Path(root)
         self.prefix = prefix
         self.value_key, self.values_key, self.score_key = value_key, values_key, score_key
+        self.score_bounds = score_bounds
 
     def cell_dir(self, agent: str, value: Any) -> Path:
         return self.root / agent / f"{self.prefix}{value}"
@@ -295,7 +297,7 @@ def _load(path: Path) -> dict[str, Any] | str:
 _JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 # Fields every record has; any other top-level field is a track's swept value.
 _COMMON = {"schema", "agent", "agent_info", "tier", "seed", "preset", "status", "reason", "wall_time_s",
-           "provenance", "train", "eval", "path", "version", "policy", "batch", "vmapped"}
+           "provenance", "train", "eval", "path", "version", "policy", "batch", "vmapped", "track"}
 
 
 def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | None:
@@ -353,6 +355,11 @@ def _problem(record: dict[str, Any], path: Path, store: ResultsStore) -> str | N
             return f"is an 'ok' result without a {part!r} object"
         if score_key is not None and not number(record[part].get(score_key)):
             return f"has no finite {score_key!r} in its {part!r} (got {record[part].get(score_key)!r})"
+        if score_key is not None and store.score_bounds is not None:
+            low, high = store.score_bounds  # a mean of episodes' scores: within their range, up to rounding
+            if not low - 1e-9 <= record[part][score_key] <= high + 1e-9:
+                return (f"has {score_key!r} {record[part][score_key]!r} in its {part!r}, outside the track's "
+                        f"range [{low:g}, {high:g}]")
     curve = record["train"].get("curve")
     if curve is not None and not (isinstance(curve, list) and all(
             isinstance(point, list) and len(point) == 2 and all(map(number, point)) for point in curve)):
