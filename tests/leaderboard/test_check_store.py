@@ -167,6 +167,12 @@ class Unseeded(CueAgent):
         return np.random.randint(0, 4, size=len(obs))
 
 
+class SlowCue(CueAgent):
+    def act(self, obs, start):
+        time.sleep(0.02)
+        return super().act(obs, start)
+
+
 class NaNActions(CueAgent):
     def act(self, obs, start):
         return np.full(len(obs), np.nan)
@@ -196,6 +202,10 @@ def max_keeper(context):
 
 def unseeded(context):
     return Unseeded(context.num_envs)
+
+
+def slow_cue(context):
+    return SlowCue(context.num_envs)
 
 
 def nan_actions(context):
@@ -291,7 +301,34 @@ def test_check_stops_a_hung_call(capsys):
     assert build_parser().parse_args(["leaderboard", "check", "x:y"]).step_timeout > 0  # a limit by default
 
 
-# --- 9. numeric flags -----------------------------------------------------------------------------
+# --- 9. two runs of one agent into one store ----------------------------------------------------------
+
+
+@pytest.mark.slow(seconds=20)
+def test_a_second_run_of_an_agent_into_its_store_waits_its_turn(capsys, tmp_path):
+    """As two shells see it: while one run stores an agent's cells, a second run of that agent into the same
+    folder is refused (it would train the same cells again); once the first has finished, the second finds them."""
+    import subprocess
+    import sys
+
+    argv = ["leaderboard", "run", "--agent", f"{HERE}:slow_cue", "--preset", "smoke", "--values", "2", "--seeds", "2",
+            "--steps", "800", "--eval-episodes", "2", "--results", str(tmp_path)]
+    first = subprocess.Popen([sys.executable, "-m", "memgym.cli", *argv], stdout=subprocess.PIPE, text=True)
+    lock = tmp_path / f".{HERE}_slow_cue.lock"
+    deadline = time.monotonic() + 120
+    while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lock.exists(), "the first run never took its lock"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"process {first.pid} on " in err and "is storing agent" in err and "another --results folder" in err
+    assert first.wait(timeout=300) == 0 and not lock.exists()
+    assert main(argv) == 0
+    assert "all 2 seeds stored, skipping" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.rglob("seed*.json")) == ["seed0.json", "seed1.json"]  # no repeats
+
+
+# --- 10. numeric flags -----------------------------------------------------------------------------
 
 RUN = ["leaderboard", "run", "--agent", "examples.random_agent:factory", "--preset", "smoke"]
 NO_RUN = ["leaderboard", "run", "--agent", "no_such_module:factory", "--preset", "smoke"]  # if parsed, fails at once

@@ -292,6 +292,16 @@ def _differences(identity: dict[str, Any], configs: dict[Any, Any] | None, recor
     return ""
 
 
+def still_missing(tasks: Sequence[Task], store: ResultsStore, repeat: bool = False) -> list[Task]:
+    """``tasks`` without the cells that got an ``ok`` result since they were planned (another run stored them),
+    and without the tasks left empty; with ``repeat``, all of them."""
+    if repeat:
+        return list(tasks)
+    left = [dataclasses.replace(task, cells=tuple(
+        cell for cell in task.cells if _missing(store, task.spec, task.version, *cell))) for task in tasks]
+    return [task for task in left if task.cells]
+
+
 def _missing(store: ResultsStore, spec: str, version: int, value: Any, seed: int) -> bool:
     """Whether the cell has no ``ok`` result of ``version`` (:func:`plan` checked the budgets of its results)."""
     results = [r for r in store.results(agent_id(spec), value, seed) if r.get("agent", spec) == spec]

@@ -8,12 +8,14 @@ failures become failed cells: docs/leaderboard_internals.md.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from memgym.leaderboard.running import any_tier, jax_tier
 from memgym.leaderboard.running.code_identity import describe_code
-from memgym.leaderboard.running.planning import Task, cell_record, plan, stored_spelling
+from memgym.leaderboard.running.planning import Task, cell_record, plan, still_missing, stored_spelling
 from memgym.leaderboard.running.progress import Progress, listening
 from memgym.leaderboard.protocol import agent_id, load_factory
 from memgym.leaderboard.store import ResultsStore
@@ -51,14 +53,23 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
     tasks = plan(agents, budget, store, track=track, repeat=repeat, whole_grid=whole_grid, new_version=new_version,
                  log=log, computation=lambda spec, key: jax_tier.computation(spec, track, budget, key),
                  seeds_per_batch=seeds_per_batch, cell_timeout=cell_timeout)
-    for spec in agents:
-        for value in budget.values:
-            if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):
-                log(f"[{spec}] {track.sweep.column(value)}: "
-                    f"{'its seed' if budget.seeds == 1 else f'all {budget.seeds} seeds'} stored, skipping")
-    if not tasks:
-        return store
-    backend = backend or LocalBackend()
+    with contextlib.ExitStack() as locks:
+        for spec in sorted({task.spec for task in tasks}):  # one run at a time stores an agent's cells in a store
+            locks.enter_context(store.writing(agent_id(spec)))
+        tasks = still_missing(tasks, store, repeat)  # less what a run that held the lock before stored
+        for spec in agents:
+            for value in budget.values:
+                if not any(t.spec == spec and value in {c[0] for c in t.cells} for t in tasks):
+                    log(f"[{spec}] {track.sweep.column(value)}: "
+                        f"{'its seed' if budget.seeds == 1 else f'all {budget.seeds} seeds'} stored, skipping")
+        if tasks:
+            _run_tasks(tasks, budget, store, track, log, cell_timeout, backend or LocalBackend(), policies)
+    return store
+
+
+def _run_tasks(tasks: Sequence[Task], budget: Preset, store: ResultsStore, track: Track, log: Callable[[str], None],
+               cell_timeout: float | None, backend: Any, policies: bool) -> None:
+    """Run ``tasks`` on ``backend`` and store each one's records as it finishes (:func:`run`)."""
     progress = Progress(sum(len(t.cells) for t in tasks), budget.total_steps, log, track)
 
     def started(task: Task) -> None:
@@ -77,7 +88,6 @@ def run(agents: Sequence[str], budget: Preset, results: Any, *, track: Track = T
                 progress.advance(task, records)
     finally:
         progress.close()
-    return store
 
 
 def execute(task: Task, budget: Preset, cell_timeout: float | None = None,

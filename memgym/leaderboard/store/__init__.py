@@ -7,6 +7,7 @@ fields of a record: docs/submitting.md.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -212,6 +213,45 @@ class ResultsStore:
         The text reads after the path: ``f"{path} {problem}"`` (``… is not valid JSON (…)``).
         """
         return [(path, problem) for path in self._files() if isinstance(problem := self._read(path), str)]
+
+    @contextlib.contextmanager
+    def writing(self, agent: str) -> Iterator[None]:
+        """Hold this store's lock of ``agent`` (an agent's directory name) while a run stores its cells, or
+        ``ValueError`` when another process holds it: two runs of one agent into one store would train its cells
+        twice. The lock is the operating system's advisory lock on ``<root>/.<agent>.lock``, a file that lives as
+        long as the lock and whose lock ends with its process, however that ends; where there are no such locks
+        (Windows), runs are not guarded."""
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f".{agent}.lock"
+        while True:
+            handle = open(path, "a+", encoding="utf-8")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                raise ValueError(f"{holder} is storing agent {agent!r} in {self.root}; wait for it to finish, or "
+                                 f"give this run another --results folder") from None
+            try:  # the file locked is still the one at the path (its holder did not remove it meanwhile)
+                if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            handle.close()
+        try:
+            handle.truncate(0)
+            handle.write(f"process {os.getpid()} on {platform.node()}")
+            handle.flush()
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # before the lock ends: a run that opens the path next makes a new file
+            handle.close()
 
     def check_writable(self) -> None:
         """``ValueError`` unless results can be stored under ``root`` (an existing writable directory, or a
