@@ -450,7 +450,11 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
     score, sweep = track.score, track.sweep
     grouped = families(board)
     panels = sorted({(e["preset"], grouped[e["agent"]] if grouped else "") for e in board["entries"]})
-    figure, axes = figure_grid(plt, len(panels), grouped, width=6.5, height=4.2)
+    # tasks (a sweep of named values) are categories: no line joins them, and each has room for its name
+    categories = sweep.choices is not None
+    values = len({length for e in board["entries"] for length in e["eval"]["per_length"]})
+    figure, axes = figure_grid(plt, len(panels), grouped, width=max(6.5, 0.45 * values + 2 if categories else 0),
+                               height=4.2 + (1.6 if categories and values > 6 else 0))
     for axis, (budget, family) in zip(axes.flat, panels):
         entries, label, styles = panel_series(board, grouped, budget, family)
         grid = sorted({length for e in entries for length in e["eval"]["per_length"]}, key=sweep.index)
@@ -458,8 +462,9 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
         # the value's tick (its place in the ranking), so agents with equal scores are all seen
         labels = [str(x) for x in grid]
         long_labels = max(map(len, labels)) > 8  # task names (RepeatPreviousEasy): slanted, so they do not overlap
-        axis.set_xticks(range(len(grid)), labels, rotation=25 if long_labels else 0,
-                        ha="right" if long_labels else "center")
+        upright = long_labels and len(grid) > 6  # many task names: read bottom to top, one under each point
+        axis.set_xticks(range(len(grid)), labels, rotation=90 if upright else 25 if long_labels else 0,
+                        ha="right" if long_labels and not upright else "center")
         width = min(0.5, 0.035 * len(entries))
         for rank, e in enumerate(entries):
             per = e["eval"]["per_length"]
@@ -470,7 +475,8 @@ def by_length_figure(board: dict[str, Any], track: Track = TMAZE):
             low = np.array([per[x]["ci_low"] for x in lengths])
             high = np.array([per[x]["ci_high"] for x in lengths])
             axis.errorbar(at, mean, yerr=[mean - low, high - mean], label=label(e), capsize=2, markersize=5,
-                          linewidth=1.2, elinewidth=0.8, **styles[e["agent"]])
+                          linewidth=1.2, elinewidth=0.8, **{**styles[e["agent"]], **(
+                              {"linestyle": "none"} if categories else {})})
         axis.set_xlim(-0.5, len(grid) - 0.5)
         axis.set(title=f"{family or track.title}, preset {budget}", xlabel=sweep.name.replace("_", " "),
                  ylabel=f"evaluation {score.name.replace('_', ' ')} (95% interval)", ylim=_limits(score.bounds))
