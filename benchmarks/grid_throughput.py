@@ -7,7 +7,7 @@ vmapped call. Code written one run per process trains the same cells one at a ti
 fresh Python process each, which pays its imports, compilation and one cell's worth of
 arrays per run. Three ways of running one grid, timed on the same machine in one run:
 
-* ``whole grid``: every cell in one call (``memgym leaderboard run --whole-grid``);
+* ``whole grid``: every cell in one call (what ``memgym leaderboard run`` does where several devices are visible);
 * ``per length``: one call per corridor length, its seeds vmapped (the harness's default
   plan); the lengths share one compiled function;
 * ``per process``: one ``python`` process per cell (``--parallel`` of them at a time, by
