@@ -580,3 +580,33 @@ def test_check_explains_failures():
 def test_jax_example_submission_passes_the_check():
     results = check_agent("examples.jax_agent:factory", budget=4096)
     assert all(ok for _, ok, _ in results), [r for r in results if not r[1]]
+
+
+@pytest.mark.slow
+def test_a_run_releases_compiled_cells_that_no_later_task_needs(tmp_path, monkeypatch):
+    """An agent's compiled cells live while a task left in the run needs them, and no longer. A sweep of many
+    configurations on a track with an env per value (POPGym's suite: 96 compilations in one run) kept every one,
+    their code mapped into the process, until Linux's limit on memory maps (vm.max_map_count) made XLA's next
+    compilation fail a few dozen tasks in."""
+    import gc
+    import weakref
+
+    from memgym.leaderboard.running import jax_tier
+
+    alive_at_creation = []
+    made = []
+
+    class Tracked(jax_tier.JaxCells):
+        def __init__(self, *args, **kwargs):
+            gc.collect()
+            alive_at_creation.append(sum(ref() is not None for ref in made))
+            super().__init__(*args, **kwargs)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(jax_tier, "JaxCells", Tracked)
+    budget = Preset("tiny", **TINY)
+    specs = ["a2c-tiny-mlp[learning_rate=0.001]", "a2c-tiny-mlp[learning_rate=0.003]"]
+    runner.run(specs, budget, tmp_path, log=lambda _: None)
+    assert len(list(ResultsStore(tmp_path).records())) == 8  # 2 configurations × 2 lengths × 2 seeds, all stored
+    assert len(made) == 2  # one compilation per configuration, its lengths sharing it (one env serves them all)
+    assert alive_at_creation == [0, 0]  # the first was released before the second was built

@@ -122,7 +122,14 @@ class LocalBackend:
     def map(self, tasks: Sequence[Task], budget: Preset, cell_timeout: float | None,
             started: Callable[[Task], None] = lambda task: None) -> Iterator[tuple[Task, list[dict]]]:
         compiled: dict[tuple[str, Any], jax_tier.JaxCells] = {}
-        for task in tasks:
+        keys = [(task.spec, task.track.env_key(task.cells[0][0])) for task in tasks]
+        for i, task in enumerate(tasks):
+            # An agent's compiled cells are kept while a task left needs them, and no longer: each holds its
+            # executables, whose code pages a process keeps mapped, and a sweep of many configurations on a
+            # track with an env per value (POPGym's suite: 96 compilations) otherwise runs out of Linux's memory
+            # maps (vm.max_map_count, 65,530) a few dozen tasks in, and XLA's next compilation fails.
+            for key in set(compiled) - set(keys[i:]):
+                del compiled[key]
             started(task)
             yield task, execute(task, budget, cell_timeout, compiled, self.checkpoints)
 
