@@ -137,6 +137,23 @@ def test_tune_ranks_only_configurations_with_every_cell(tmp_path):
     assert tuning.select(tmp_path, specs, bigger)["selected"] is None
 
 
+@pytest.mark.slow
+def test_a_selection_scores_its_budgets_values_alone(tmp_path):
+    """A store holds a preset's cells at values a sweep's budget leaves out (a preset that gained a value, or
+    ``--values``): the selection counts and scores the budget's cells only."""
+    from memgym.leaderboard.running import runner
+
+    both = tracks.TMAZE.preset("smoke", values=[4, 8], seeds=1, total_steps=2048)
+    runner.run(["a2c-tiny-gru"], both, tmp_path, log=lambda _: None)
+    records = {r["corridor_length"]: r for r in tracks.TMAZE.records(tracks.TMAZE.store(tmp_path))}
+    for value in (4, 8):
+        one = tracks.TMAZE.preset("smoke", values=[value], seeds=1, total_steps=2048)
+        selected = tuning.select(tmp_path, ["a2c-tiny-gru"], one)["selected"]
+        assert selected["cells"] == {"planned": 1, "ok": 1, "failed": 0, "missing": 0}
+        assert selected["train_score"] == pytest.approx(records[value]["train"]["success_rate"])
+    assert tuning.select(tmp_path, ["a2c-tiny-gru"], both)["selected"]["cells"]["planned"] == 2
+
+
 @pytest.mark.slow(seconds=10)
 def test_commands_refuse_bad_options_before_anything_is_written(tmp_path):
     import subprocess

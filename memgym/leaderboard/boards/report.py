@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,12 @@ def flags(entry: dict[str, Any], track: Track = TMAZE) -> list[str]:
     return notes
 
 
-def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: Sequence[Any] = ()) -> dict[str, Any]:
+def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: Sequence[Any] = (),
+                values: Collection[Any] | None = None) -> dict[str, Any]:
     """Summaries per agent version (and per budget, when one store holds several presets), failures and repeats.
+
+    ``values``: only these values of the track's sweep make the rows (their cells alone are planned and scored);
+    None: every value a row's records carry.
 
     ``submissions`` (:class:`~memgym.leaderboard.submissions.format.Submission` of ``track``) add one
     row each, named by the submission, with a ``verified`` cell
@@ -83,11 +87,14 @@ def build_board(store: ResultsStore | None, track: Track = TMAZE, submissions: S
     stores = [store] * (store is not None) + [s.store() for s in submissions]
     verified = {submission_label(s): status(s) for s in submissions}
     for record in _board_records(store, submissions, track):
+        if values is not None and record[sweep.name] not in values:
+            continue
         budget = record["preset"]
         row = rows[(record["agent"], int(record.get("version", 1)), budget["name"])]
         row["results"][(record[sweep.name], record["seed"])].append(record)
         row["tiers"] = row.get("tiers", set()) | {record.get("tier")}
         row["planned"] |= {(value, seed) for value in budget.get(sweep.plural) or ()
+                           if values is None or value in values
                            for seed in range(int(budget.get("first_seed", 0)),
                                              int(budget.get("first_seed", 0)) + int(budget.get("seeds", 0)))}
     entries, failed = [], []

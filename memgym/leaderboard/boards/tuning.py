@@ -51,12 +51,13 @@ def grid_specs(agent: str, grid: Mapping[str, Sequence[Any]]) -> list[str]:
 
 
 def select(results: str | os.PathLike, specs: Sequence[str], budget: Preset, track: Track = TMAZE) -> dict[str, Any]:
-    """The stored configurations of ``specs`` under ``budget``, best training score first.
+    """The stored configurations of ``specs`` under ``budget``, best training score first, scored on ``budget``'s
+    values alone (a store may hold the same preset's cells at values the budget leaves out).
 
     Only complete configurations (every cell of ``budget`` has a result) are ranked;
     ties keep grid order.
     """
-    board = report.build_board(track.store(results), track)
+    board = report.build_board(track.store(results), track, values=budget.values)
     rows = {}  # the latest version of each spec
     for e in sorted(board["entries"], key=lambda e: e["version"]):
         if e["preset"] == budget.name:
