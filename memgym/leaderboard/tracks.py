@@ -70,6 +70,13 @@ class Score:
         """A per-episode value or a sum of them, as the record stores it."""
         return int(value) if self.counted else float(value)
 
+    def window_score(self, train: dict[str, Any]) -> float:
+        """A cell's training score from its record's ``train`` counts: the mean over the episodes that end in
+        the training window, or the worst per-episode value (``bounds[0]``: T-Maze 0, POPGym −1) when none
+        ends there, so that a cell with nothing to show scores as a failed episode, never as a middling one."""
+        episodes = train["window_episodes"]
+        return train[f"window_{self.total}"] / episodes if episodes else float(self.bounds[0])
+
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:

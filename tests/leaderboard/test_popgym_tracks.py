@@ -284,3 +284,23 @@ def test_an_any_framework_agent_acts_in_box_and_multidiscrete_spaces(tmp_path, t
     record = json.loads(path.read_text())
     assert record["status"] == "ok", record.get("reason")
     assert record["train"]["steps"] == 800 and -1.0 <= record["eval"]["normalized_return"] <= 1.0
+
+
+def test_a_cell_whose_window_holds_no_episode_scores_the_worst_return(tmp_path):
+    """docs/submitting.md: training success "is the track's worst value if no episode ends in that window". Three
+    steps of HigherLower (52-step episodes) end no episode: the cell's training score is POPGym's worst normalized
+    return, −1 (not 0, which would rank it above random play's −0.5), and the record is consistent with itself."""
+    (tmp_path / "space_agent.py").write_text(SPACE_AGENT)
+    results = tmp_path / "results"
+    out = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "run", "--track", "popgym-game",
+                          "--agent", "space_agent:factory", "--preset", "smoke", "--values", "HigherLowerEasy",
+                          "--seeds", "1", "--steps", "3", "--eval-episodes", "4", "--results", str(results)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (path,) = results.glob("space_agent_factory/*/seed0.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok", record.get("reason")
+    assert record["train"]["window_episodes"] == 0 and record["train"]["normalized_return"] == -1.0
+    shown = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "show", "--track", "popgym-game",
+                            "--results", str(results)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert shown.returncode == 0 and "contradicts" not in shown.stdout + shown.stderr, shown.stdout[-2000:]

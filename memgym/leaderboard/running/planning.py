@@ -79,8 +79,7 @@ def cell_record(task: Task, budget: Preset, cell: tuple[Any, int], agent: dict[s
         record["reason"] = reason
     else:
         score = track.score
-        window = train[f"window_{score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
-        record["train"] = dict(train, **{score.name: window})
+        record["train"] = dict(train, **{score.name: score.window_score(train)})
         record["eval"] = evaluation
         if policy is not None:
             record["policy"] = policy

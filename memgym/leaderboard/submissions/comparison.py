@@ -52,10 +52,6 @@ def _cell(stored: dict[str, Any], track: Track) -> dict[str, Any]:
     return {"value": stored[track.sweep.name], "seed": stored["seed"], "stored_status": stored["status"]}
 
 
-def _window_score(train: dict[str, Any], track: Track) -> float:
-    return train[f"window_{track.score.total}"] / train["window_episodes"] if train["window_episodes"] else 0.0
-
-
 def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, track: Track, *, exact: bool,
             z: float) -> dict[str, Any]:
     """One re-run cell of the any-framework tier (trained and evaluated here, counted by the harness): the
@@ -73,7 +69,7 @@ def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, track: Track
         row["rule"] = "both must fail" if stored["status"] != "ok" else "the re-run failed"
         return row
     train, evaluation = rerun[:2]
-    window = _window_score(train, track)
+    window = track.score.window_score(train)
     row |= {"rerun_status": "ok", "eval_stored": stored["eval"][name], "eval_rerun": evaluation[name],
             "train_stored": stored["train"][name], "train_rerun": window}
     if exact:
@@ -161,7 +157,7 @@ def compare_training(stored: dict[str, Any], rerun: tuple[dict, dict, list] | st
         return row | {"rule": "a failed cell must fail again" if stored["status"] != "ok" else "the re-run failed",
                       "outcome": (REPRODUCED if exact else WITHIN_SPREAD) if same else NOT_REPRODUCED}
     train, evaluation, leaves = rerun
-    window = _window_score(train, track)
+    window = track.score.window_score(train)
     row |= {"rerun_status": "ok", "eval_stored": stored["eval"][name], "eval_rerun": evaluation[name],
             "train_stored": stored["train"][name], "train_rerun": window, "train_self_reported": True}
     if exact:

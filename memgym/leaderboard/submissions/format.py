@@ -347,7 +347,7 @@ def _inconsistency(record: dict[str, Any], track: Track, budget: Preset) -> str 
     low, high = score.bounds
     try:
         curve = np.asarray(train["curve"], float)
-        expected = train[window] / train["window_episodes"] if train["window_episodes"] else 0.0
+        expected = score.window_score(train)
         per_episode = 1.0 if score.counted else max(abs(low), abs(high))  # how much one episode can add
         checks = [  # a score outside the track's range is refused on reading (the store's record checks)
             (not score.counted or abs(evaluation[score.name] * evaluation["episodes"]
