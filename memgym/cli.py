@@ -341,6 +341,10 @@ def cmd_leaderboard_tune(args: argparse.Namespace) -> int:
 
     from memgym.leaderboard.boards import tuning
     track = tracks.get(args.track)
+    if args.preset is None and track.tuning_preset is None:
+        raise ValueError(f"--preset: track {track.name!r} has no tuning preset; name one of "
+                         f"{', '.join(track.presets)}")
+    args.preset = args.preset or track.tuning_preset
     budget, results = _budget_and_results(args, track, f"{track.results_dir}-tuning")
     grid = {"learning_rate": tuple(args.learning_rates or tuning.THESIS_GRID["learning_rate"]),
             "entropy_coef": tuple(args.entropy_coefs or tuning.THESIS_GRID["entropy_coef"])}
@@ -752,8 +756,9 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
                                              "does (Table A.1 grid; cells stored like a board's)")
     tune.add_argument("--agent", required=True, help="an agent that takes options, e.g. a2c-arelit (see "
                                                      "`memgym leaderboard list`)")
-    tune.add_argument("--preset", default="tune", help="tune (the thesis sweep: lengths 120-200, 5 seeds, 5M steps; "
-                                                       "GPU) or any preset of the track, e.g. smoke")
+    tune.add_argument("--preset", default=None, help="default: the track's tuning preset (tmaze: tune, the thesis "
+                                                      "sweep: lengths 120-200, 5 seeds, 5M steps, for a GPU; POPGym "
+                                                      "tracks: cpu-tune); or any preset of the track, e.g. smoke")
     tune.add_argument("--learning-rates", type=_numbers, default=None,
                       help="default: Table A.1, 1e-3,5e-4,1e-4,5e-5,1e-5")
     tune.add_argument("--entropy-coefs", type=_numbers, default=None,

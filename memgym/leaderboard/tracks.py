@@ -172,7 +172,9 @@ class Track:
         sweep, score: see :class:`Sweep`, :class:`Score`.
         make_env: ``make_env(value, max_episode_steps)`` -> the Gymnasium env of one cell (the
             any-framework tier's vector env holds copies; its spaces are the agents' spaces).
-        presets: the named budgets; ``default_preset`` is the one ``run`` uses when none is named.
+        presets: the named budgets; ``default_preset`` is the one ``run`` uses when none is named, and
+            ``tuning_preset`` the one ``tune`` uses (a sweep's budget, on seeds past the boards'; None:
+            ``tune`` must be given one).
         legend: the board's explanation of its columns.
         reading: one sentence under the board saying how to read it.
         results_dir, report_dir: default directories of the results store and of ``report``.
@@ -209,10 +211,15 @@ class Track:
     jax_params: Callable[[Sequence[Any], int | None], Any] | None = None
     episode_limit: Callable[[Any], int] | None = None
     per_value_env: bool = False
+    tuning_preset: str | None = None
 
     def __post_init__(self) -> None:
-        if self.default_preset not in self.presets:
-            raise ValueError(f"track {self.name!r}: default_preset {self.default_preset!r} is not one of its presets")
+        named = {"default_preset": self.default_preset}
+        if self.tuning_preset is not None:
+            named["tuning_preset"] = self.tuning_preset
+        for field, preset in named.items():
+            if preset not in self.presets:
+                raise ValueError(f"track {self.name!r}: {field} {preset!r} is not one of its presets")
         if self.jax_env is not None and self.jax_params is None:
             raise ValueError(f"track {self.name!r}: a JAX env needs jax_params")
         for budget in self.presets.values():
@@ -416,6 +423,7 @@ TMAZE = Track(
                eval_episodes=100, max_episode_steps=1000),
     ),
     default_preset="thesis",
+    tuning_preset="tune",
     legend=(
         "Score: mean evaluation success over corridor lengths [95% stratified bootstrap]. "
         "Cells: cells that ran ok / cells planned (corridor lengths × seeds); a failed cell counts as success 0 "
@@ -507,9 +515,13 @@ POPGYM_REPEAT_PREVIOUS = Track(
         # The CPU reference board (docs/reproduction.md): Easy only, where PPO's compact agents learn within the
         # budget and memory separates them from the control; docs/leaderboard/popgym-repeat-previous-cpu/.
         Preset("cpu", ("Easy",), seeds=3, total_steps=500_000, train_window=50_000, eval_episodes=100),
+        # cpu's tuning sweep: half its budget (as the thesis's Table A.1 sweep is half its runs), seed 100.
+        Preset("cpu-tune", ("Easy",), seeds=1, total_steps=250_000, train_window=50_000, eval_episodes=100,
+               first_seed=100),
         Preset("standard", DIFFICULTIES, seeds=5, total_steps=2_000_000, train_window=100_000, eval_episodes=100),
     ),
     default_preset="standard",
+    tuning_preset="cpu-tune",
     legend=(
         "Score: mean evaluation normalized return over difficulties [95% stratified bootstrap]; an episode's "
         "normalized return lies in [−1, 1] (1: every suit repeated correctly; a random policy scores −0.5). "
@@ -592,6 +604,7 @@ def popgym_tasks_track(name: str, title: str, families: Sequence[str], check_tas
             Preset("standard", every, seeds=5, total_steps=5_000_000, train_window=100_000, eval_episodes=100),
         ),
         default_preset="standard",
+        tuning_preset="cpu-tune",
         legend=POPGYM_TASKS_LEGEND,
         reading=POPGYM_TASKS_READING,
         results_dir=f"leaderboard-results-{name}",

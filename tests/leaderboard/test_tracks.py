@@ -164,6 +164,7 @@ def test_a_new_track_is_a_new_entry(tmp_path):
         POPGYM_REPEAT_PREVIOUS, name="popgym-repeat-first", title="POPGym RepeatFirst",
         make_env=lambda difficulty, limit: popgym.make(f"RepeatFirst{difficulty}"),
         presets={"tiny": dataclasses.replace(TINY, values=("Easy", "Medium"))}, default_preset="tiny",
+        tuning_preset=None,
     )
     runner.run(["examples.random_agent:factory"], repeat_first.preset(), tmp_path, track=repeat_first,
                log=lambda _: None)

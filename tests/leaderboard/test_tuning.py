@@ -122,6 +122,13 @@ def test_tune_command_runs_the_grid_through_the_store_and_selects_by_training_su
     assert main(argv) == 0
     assert "all 2 seeds stored, skipping" in capsys.readouterr().out
     assert sorted(p.stat().st_mtime_ns for p in results.rglob("*.json") if not p.name.startswith("tuning-")) == stored
+    assert not list(results.glob("tuning-a2c-tiny-gru.*.json"))  # the same sweep again: its selection rewritten
+    # A sweep of another grid into the same folder selects from its own configurations; the earlier selection is
+    # moved aside, not overwritten.
+    assert main(["1e-5" if a == "1e-3,1e-5" else a for a in argv]) == 0
+    assert "kept as tuning-a2c-tiny-gru.1.json" in capsys.readouterr().out
+    assert json.loads((results / "tuning-a2c-tiny-gru.1.json").read_text()) == written
+    assert json.loads((results / "tuning-a2c-tiny-gru.json").read_text())["grid"]["learning_rate"] == [1e-5]
 
 
 @pytest.mark.slow
@@ -244,3 +251,18 @@ def test_a_verification_retrains_a_cell_in_a_batch_of_the_size_and_form_its_reco
     assert [trained_batch({"batch": 1, "vmapped": junk}, budget) for junk in (None, 0, "false", [])] == [(1, True)] * 4
     # a batch the budget cannot have held (the whole grid on several devices, or nonsense): the budget's seeds
     assert [trained_batch({"batch": size}, budget)[0] for size in (6, 0, 1.5, "1", True)] == [2] * 5
+
+
+@pytest.mark.slow(seconds=40)
+def test_tune_on_a_popgym_track_sweeps_its_own_tuning_preset_by_default(tmp_path, capsys):
+    """``tune`` without ``--preset`` takes the track's tuning preset (here with fewer steps): the T-Maze's is
+    ``tune``; a POPGym track has no such preset, and its sweep is ``cpu-tune`` (the ``cpu`` board's tasks on seed
+    100, past the board's seeds)."""
+    results = tmp_path / "tuning"
+    assert main(["leaderboard", "tune", "--track", "popgym-repeat-previous", "--agent", "ppo-cpu-gru",
+                 "--steps", "2048", "--eval-episodes", "4", "--learning-rates", "1e-3", "--entropy-coefs", "1e-2",
+                 "--results", str(results)]) == 0
+    written = json.loads((results / "tuning-ppo-cpu-gru.json").read_text())
+    assert written["preset"]["name"] == "cpu-tune+custom" and written["preset"]["first_seed"] == 100
+    assert written["selected"]["spec"] == "ppo-cpu-gru[learning_rate=0.001,entropy_coef=0.01]"
+    assert [r["seed"] for r in tracks.POPGYM_REPEAT_PREVIOUS.records(tracks.POPGYM_REPEAT_PREVIOUS.store(results))] == [100]

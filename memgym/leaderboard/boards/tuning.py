@@ -10,7 +10,8 @@ configuration is the agent with options, ``NAME[learning_rate=…,entropy_coef=�
 like any board's (resumable, never overwritten, failed cells count as success 0),
 and the selection is read from the stored records' training score (the board's
 "train score"). The result is written to ``<results>/tuning-<agent>.json``
-(derived from the store, rewritten on every run) and printed as a table.
+(derived from the store, rewritten on every run; a selection of another grid or budget found there is
+moved aside to ``tuning-<agent>.<n>.json`` first) and printed as a table.
 """
 
 from __future__ import annotations
@@ -92,19 +93,39 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
     """
     agent = canonical_spec(agent)
     specs = stored_spelling(grid_specs(agent, grid), track.records(track.store(results)))
-    log(f"tuning {agent}: {len(specs)} configurations ({' × '.join(f'{len(v)} {k}' for k, v in grid.items())}), "
-        f"{len(budget.values)} {track.sweep.plural.replace('_', ' ')} × {budget.seeds} seeds × "
+    values = track.sweep.plural.replace("_", " ") if len(budget.values) > 1 else track.sweep.name.replace("_", " ")
+    log(f"tuning {agent}: {len(specs)} configuration{'s' * (len(specs) > 1)} "
+        f"({' × '.join(f'{len(v)} {k}' for k, v in grid.items())}), "
+        f"{len(budget.values)} {values} × {budget.seeds} seed{'s' * (budget.seeds > 1)} × "
         f"{budget.total_steps:,} steps each; selected by the training {track.score.label} over the last "
         f"{budget.train_window:,} steps")
     runner.run(specs, budget, results, track=track, log=log, **{"policies": False, **run_options})
     outcome = {"agent": agent, "grid": {k: list(v) for k, v in grid.items()}, "preset": track.budget_record(budget),
                **select(results, specs, budget, track)}
     path = Path(results) / f"tuning-{agent_id(agent)}.json"
+    _keep_another_sweeps(path, outcome, log)
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(outcome, indent=2, default=str) + "\n")
     os.replace(temporary, path)
     outcome["path"] = str(path)
     return outcome
+
+
+def _keep_another_sweeps(path: Path, outcome: Mapping[str, Any], log: Callable[[str], None]) -> None:
+    """Before ``path`` is rewritten: when it holds the selection of another grid or budget, move it aside to the
+    first free ``tuning-<agent>.<n>.json`` (its cells stay in the store; only the selection file is derived)."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # none yet, or unreadable: nothing of another sweep to keep
+    if not isinstance(earlier, dict) or (earlier.get("grid"), earlier.get("preset")) == (
+            json.loads(json.dumps(outcome["grid"])), json.loads(json.dumps(outcome["preset"], default=str))):
+        return
+    n = 1
+    while (kept := path.with_name(f"{path.stem}.{n}.json")).exists():
+        n += 1
+    os.replace(path, kept)
+    log(f"{path.name} held the selection of another grid or budget: kept as {kept.name}")
 
 
 def table(outcome: Mapping[str, Any], track: Track = TMAZE) -> str:
