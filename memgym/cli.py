@@ -422,16 +422,29 @@ def cmd_leaderboard_verify(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard_check(args: argparse.Namespace) -> int:
     from memgym.leaderboard import tracks
-    from memgym.leaderboard.submissions.check import check_agent
+    from memgym.leaderboard.submissions.check import check_agent, check_cell, other_spaces
 
-    results = check_agent(args.agent, track=tracks.get(args.track), budget=args.steps,
-                          step_timeout=args.step_timeout)
+    track = tracks.get(args.track)
+    value = None
+    if args.value is not None:
+        try:
+            value, _ = check_cell(track, track.sweep.parse(args.value))
+        except ValueError as error:
+            raise ValueError(f"--value {args.value}: {error}") from None
+    checked = track.check_cell[0] if value is None else value
+    print(f"checking {args.agent} on track {track.name}, {track.sweep.name} {checked}")
+    results = check_agent(args.agent, track=track, budget=args.steps, step_timeout=args.step_timeout, value=value)
     for name, passed, explanation in results:
         print(f"{'PASS' if passed else 'FAIL'}  {name}")
         if not passed:
             print("      " + explanation.strip().replace("\n", "\n      "))
     failed = sum(not passed for _, passed, _ in results)
     print(f"{len(results) - failed}/{len(results)} checks passed")
+    others = other_spaces(track, value)
+    if others:
+        print(f"checked on {checked}'s {type(track.spaces(checked)[1]).__name__} actions; the track's "
+              f"{track.sweep.plural} also act in " + ", ".join(f"{kind} (e.g. {v})" for kind, v in others.items())
+              + ": check those with --value " + " and --value ".join(map(str, others.values())))
     return 1 if failed else 0
 
 
@@ -806,6 +819,8 @@ def build_parser(train_flags: bool = True) -> argparse.ArgumentParser:
     chk = board_sub.add_parser("check", help="fast conformance check of a submission")
     chk.add_argument("agent")
     chk.add_argument("--track", default="tmaze", help=_track_help())
+    chk.add_argument("--value", default=None, help="the cell's value of the track's swept parameter, e.g. a POPGym "
+                                                  "task (its spaces differ by task); default: the track's check cell")
     chk.add_argument("--steps", type=_bounded("--steps"), default=None, help="training steps of the check (JAX tier)")
     chk.add_argument("--step-timeout", type=_bounded("--step-timeout"), default=DEFAULT_STEP_TIMEOUT,
                      metavar="SECONDS", help=f"wall-clock limit of each call into the agent (its factory, train, "

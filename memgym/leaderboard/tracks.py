@@ -332,8 +332,10 @@ class Track:
             else:
                 yield record
                 continue
-            raise ValueError(f"{record['path']} is not a result of track {self.name!r} ({why}); give each track "
-                             f"its own --results directory")
+            hint = (f"pass --track {record['track']} if this folder holds that track's results, and "
+                    if record.get("track", self.name) != self.name else "")
+            raise ValueError(f"{record['path']} is not a result of track {self.name!r} ({why}); {hint}give each "
+                             f"track its own --results directory")
 
 
 # --- the built-in tracks ---------------------------------------------------------------------

@@ -304,3 +304,49 @@ def test_a_cell_whose_window_holds_no_episode_scores_the_worst_return(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "show", "--track", "popgym-game",
                             "--results", str(results)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert shown.returncode == 0 and "contradicts" not in shown.stdout + shown.stderr, shown.stdout[-2000:]
+
+
+DISCRETE_ONLY_AGENT = '''
+import numpy as np
+
+
+class DiscreteOnly:
+    """Acts uniformly over ``action_space.n``: right for Discrete actions, wrong for every other space."""
+
+    def __init__(self, context):
+        self.n, self.num_envs = context.action_space.n, context.num_envs
+        self.rng = np.random.default_rng(context.seed)
+
+    def act(self, obs, start):
+        return self.rng.integers(0, self.n, self.num_envs)
+
+    def observe(self, action, reward, next_obs, terminated, truncated):
+        pass
+
+
+def factory(context):
+    return DiscreteOnly(context)
+'''
+
+
+def test_check_names_the_tracks_other_action_spaces_and_checks_one_with_value(tmp_path):
+    """docs/submitting.md, `memgym leaderboard check`: on a track whose tasks act in spaces of other kinds, the check
+    of the default cell says which other kinds there are, and ``--value`` checks a task of one. An agent written for
+    Discrete actions alone passes on CartPole and fails on the Pendulum's Box."""
+    (tmp_path / "discrete_only.py").write_text(DISCRETE_ONLY_AGENT)
+
+    def check(*extra):
+        return subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "check", "discrete_only:factory",
+                               "--track", "popgym-control", *extra], capture_output=True, text=True, timeout=600,
+                              cwd=tmp_path)
+
+    default = check()
+    assert default.returncode == 0, default.stdout[-2000:] + default.stderr[-2000:]
+    assert "task PositionOnlyCartPoleEasy" in default.stdout
+    assert "also act in Box (e.g. PositionOnlyPendulumEasy): check those with --value PositionOnlyPendulumEasy" \
+        in default.stdout
+    pendulum = check("--value", "PositionOnlyPendulumEasy")
+    assert pendulum.returncode == 1 and "FAIL  factory builds an agent" in pendulum.stdout, pendulum.stdout[-2000:]
+    assert "also act in" in pendulum.stdout and "Discrete (e.g. PositionOnlyCartPoleEasy)" in pendulum.stdout
+    wrong = check("--value", "PendulumEasy")
+    assert wrong.returncode == 2 and "--value PendulumEasy: task must be one of" in wrong.stderr

@@ -150,6 +150,8 @@ def test_popgym_tracks_never_share_a_results_directory(tmp_path, capsys):
     capsys.readouterr()
     assert main([*run, "--track", "popgym-suite"]) == 2
     assert "is not a result of track 'popgym-suite' (it is of track 'popgym-game')" in capsys.readouterr().err
+    assert main(["leaderboard", "show", "--results", str(tmp_path)]) == 2  # --track left at its default, tmaze
+    assert "pass --track popgym-game if this folder holds that track's results" in capsys.readouterr().err
     for record in tmp_path.rglob("seed0.json"):  # as records were written before they named their track
         record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "track"}))
     assert main(["leaderboard", "show", "--track", "popgym-control", "--results", str(tmp_path)]) == 2

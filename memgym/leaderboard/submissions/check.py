@@ -18,7 +18,7 @@ from memgym.leaderboard.limits import DEFAULT_STEP_TIMEOUT, CellFailure, alarm
 from memgym.leaderboard.running.any_tier import checked_actions
 from memgym.leaderboard.store import AGENT_FAULTS
 from memgym.leaderboard.tracks import TMAZE, Track
-from memgym.validation import check_positive
+from memgym.validation import check_choice, check_positive
 
 Check = tuple[str, bool, str]
 
@@ -73,11 +73,14 @@ class _Checks:
 
 
 def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None,
-                step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> list[Check]:
-    """Run every check on the track's ``check_cell``; a list of ``(name, passed, explanation)``.
+                step_timeout: float | None = DEFAULT_STEP_TIMEOUT, value: Any = None) -> list[Check]:
+    """Run every check on one cell of the track; a list of ``(name, passed, explanation)``.
 
-    ``step_timeout``: seconds each call into the agent may take (None: no limit).
+    ``value``: the cell's value of the swept parameter (a POPGym task, whose spaces differ by task), with the
+    ``check_cell``'s time limit; None: the track's ``check_cell``. ``step_timeout``: seconds each call into the
+    agent may take (None: no limit).
     """
+    cell = track.check_cell if value is None else check_cell(track, value)
     checks = _Checks(step_timeout)
     state: dict[str, Any] = {}
 
@@ -85,32 +88,56 @@ def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None,
         factory = load_factory(spec)
         state["factory"] = factory
         state["agent"] = checks.call("the factory", factory,
-                                     track.context(num_envs=2, seed=0, total_steps=budget or 4096))
+                                     track.context(num_envs=2, seed=0, total_steps=budget or 4096, value=value))
         state["tier"] = tier(state["agent"])
         track.accept(state["tier"], spec)
         return None
 
     if checks.run("factory builds an agent of a known tier that the track runs", build):
         if state["tier"] == "jax":
-            _check_jax(checks, state["agent"], track, budget)
+            _check_jax(checks, state["agent"], track, budget, cell)
         else:
-            _check_any(checks, state["factory"], track)
+            _check_any(checks, state["factory"], track, cell, value)
     return checks.results
 
 
-def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) -> None:
+def check_cell(track: Track, value: Any) -> tuple[Any, int | None]:
+    """The cell ``(value, time limit)`` of ``check_agent(value=...)``; ``ValueError`` naming ``value`` for one the
+    track does not have."""
+    limit = track.check_cell[1]
+    if track.sweep.choices is not None:
+        check_choice(track.sweep.name, value, track.sweep.choices)
+    if track.check_value is not None:
+        track.check_value(value, limit)
+    return value, limit
+
+
+def other_spaces(track: Track, value: Any = None) -> dict[str, Any]:
+    """For a track whose values have spaces of other kinds (POPGym's tasks), the first value of each kind of action
+    space other than the checked cell's (``value``; None: the ``check_cell``'s), by the space's class name."""
+    if not track.per_value_env or track.sweep.choices is None:
+        return {}
+    checked = type(track.spaces(value)[1]).__name__
+    first: dict[str, Any] = {}
+    for other in track.sweep.choices:
+        first.setdefault(type(track.spaces(other)[1]).__name__, other)
+    first.pop(checked, None)
+    return first
+
+
+def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None, cell: tuple[Any, int | None]) -> None:
     import jax
     import jax.numpy as jnp
 
     from memgym.leaderboard.scoring import ScoredEnv, ScoredParams, ScoredState, seal_weights, sealed
 
-    value, max_episode_steps = track.check_cell
+    value, max_episode_steps = cell
     inner_env = track.jax_env(value)
     env = ScoredEnv(inner_env, score_key=track.score.key, units=track.score_units)
     inner = jax.tree.map(lambda x: x[0], track.jax_params([value], max_episode_steps))  # one cell, unbatched
     seal = seal_weights()
     params = ScoredParams(inner, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), seal=jnp.asarray(seal))
-    action_space = track.spaces()[1]
+    action_space = track.spaces(value)[1]
     num_envs = agent.num_envs
     steps = budget or 4 * 256 * int(num_envs)
     state: dict[str, Any] = {}
@@ -164,7 +191,7 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
         return None
 
     def start_resets():
-        histories, episodes = _memory_probe(track)
+        histories, episodes = _memory_probe(track, cell)
         step, policy = state["step"], state["params"]
         fresh = checks.call("initialize_carry", lambda: initialize_carry(agent), block=True)
 
@@ -213,15 +240,15 @@ def _check_jax(checks: _Checks, agent: Any, track: Track, budget: int | None) ->
             checks.run("act vmaps over streams", vmappable)
 
 
-def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
+def _check_any(checks: _Checks, factory: Callable, track: Track, cell: tuple[Any, int | None], value: Any) -> None:
     num_envs = 2
-    observation_space, action_space = track.spaces()
+    observation_space, action_space = track.spaces(cell[0])
     rng = np.random.default_rng(0)
     observations = [rng.integers(0, 2, (num_envs,) + observation_space.shape).astype(np.float32) for _ in range(6)]
 
     def build(seed: int, total_steps: int = 1000) -> Any:
         return checks.call("the factory", factory,
-                           track.context(num_envs=num_envs, seed=seed, total_steps=total_steps))
+                           track.context(num_envs=num_envs, seed=seed, total_steps=total_steps, value=value))
 
     def act(agent: Any, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
         """The agent's actions, held to the run's rule (:func:`~memgym.leaderboard.running.any_tier.checked_actions`)
@@ -247,7 +274,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         return None if same else "two agents built with the same seed acted differently"
 
     def start_resets():
-        histories, episodes = _memory_probe(track)
+        histories, episodes = _memory_probe(track, cell)
         length = min(len(h) for h in histories)
         for episode in episodes:
             runs = []
@@ -279,8 +306,8 @@ def _check_any(checks: _Checks, factory: Callable, track: Track) -> None:
         checks.run("start=True resets the memory (same actions after different previous episodes)", start_resets)
 
 
-def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
-    """Previous episodes and new ones, played on the track's check cell with one fixed action (the memory test:
+def _memory_probe(track: Track, cell: tuple[Any, int | None]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """Previous episodes and new ones, played on the checked cell with one fixed action (the memory test:
     :func:`_fixed_action`).
 
     The previous episodes are chosen among reset seeds 1…64 so that between them their first observations take
@@ -289,7 +316,7 @@ def _memory_probe(track: Track) -> tuple[list[list[np.ndarray]], list[list[np.nd
     features (T-Maze: the other cue), so that an agent that keeps whichever cue it saw (the larger, the first)
     fails with one of them.
     """
-    value, limit = track.check_cell
+    value, limit = cell
     env = track.make_env(value, limit)
     action = _fixed_action(env.action_space)
     try:
