@@ -286,6 +286,7 @@ def test_an_any_framework_agent_acts_in_box_and_multidiscrete_spaces(tmp_path, t
     assert record["train"]["steps"] == 800 and -1.0 <= record["eval"]["normalized_return"] <= 1.0
 
 
+@pytest.mark.slow(seconds=25)
 def test_a_cell_whose_window_holds_no_episode_scores_the_worst_return(tmp_path):
     """docs/submitting.md: training success "is the track's worst value if no episode ends in that window". Three
     steps of HigherLower (52-step episodes) end no episode: the cell's training score is POPGym's worst normalized
@@ -329,6 +330,7 @@ def factory(context):
 '''
 
 
+@pytest.mark.slow(seconds=18)
 def test_check_names_the_tracks_other_action_spaces_and_checks_one_with_value(tmp_path):
     """docs/submitting.md, `memgym leaderboard check`: on a track whose tasks act in spaces of other kinds, the check
     of the default cell says which other kinds there are, and ``--value`` checks a task of one. An agent written for
