@@ -38,6 +38,7 @@ class _Checks:
         self.step_timeout = step_timeout
         self.results: list[Check] = []
         self.timed_out = False
+        self.raised_in: str | None = None  # the call into the agent that raised, while a check runs
 
     def call(self, name: str, function: Callable, *args: Any, block: bool = False) -> Any:
         """``function(*args)`` (and, with ``block``, its JAX arrays computed) within the step timeout."""
@@ -51,12 +52,16 @@ class _Checks:
         except CellFailure:  # the alarm rang
             raise StepTimeout(f"{name} did not return within {self.step_timeout:g} s (--step-timeout); "
                               f"the remaining checks were not run") from None
+        except BaseException:
+            self.raised_in = name
+            raise
         return result
 
     def run(self, name: str, test: Callable[[], str | None]) -> bool:
         """Run one check unless a call timed out before; whether it passed."""
         if self.timed_out:
             return False
+        self.raised_in = None
         try:
             problem = test()
         except StepTimeout as error:
@@ -65,11 +70,14 @@ class _Checks:
         except CellFailure as error:  # a rule of the run broken (invalid actions): its message says which
             problem = str(error)
         except (ValueError, TypeError) as error:  # a clear message of ours or of the agent's
-            problem = f"{type(error).__name__}: {error}"
+            problem = f"{self._raiser()}{type(error).__name__}: {error}"
         except AGENT_FAULTS as error:  # every failure is reported, not raised
-            problem = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
+            problem = f"{self._raiser()}{type(error).__name__}: {error}\n{traceback.format_exc(limit=-3)}"
         self.results.append((name, problem is None, problem or ""))
         return problem is None
+
+    def _raiser(self) -> str:
+        return "" if self.raised_in is None else f"{self.raised_in} raised "
 
 
 def check_agent(spec: str, *, track: Track = TMAZE, budget: int | None = None,
@@ -247,7 +255,7 @@ def _check_any(checks: _Checks, factory: Callable, track: Track, cell: tuple[Any
     observations = [rng.integers(0, 2, (num_envs,) + observation_space.shape).astype(np.float32) for _ in range(6)]
 
     def build(seed: int, total_steps: int = 1000) -> Any:
-        return checks.call("the factory", factory,
+        return checks.call(f"the factory (seed {seed})", factory,
                            track.context(num_envs=num_envs, seed=seed, total_steps=total_steps, value=value))
 
     def act(agent: Any, obs: np.ndarray, start: np.ndarray) -> np.ndarray:
