@@ -576,6 +576,27 @@ def test_check_explains_failures():
     assert all(ok for _, ok, _ in check_agent("examples.numpy_agent:factory"))
 
 
+def refusing_odd_seeds_factory(context):
+    if context.seed % 2:
+        raise RuntimeError(f"refuses seed {context.seed}")
+    return OracleAgent(context.num_envs)
+
+
+def exploding_factory(context):
+    return RaisingAgent()
+
+
+def test_check_names_the_call_that_raised():
+    """A factory that raises on some seeds, or an ``act`` that raises: the explanation says which call raised (and
+    for the factory, on which seed), not only the exception under the name of the check that made the call."""
+    failed = {name: why for name, ok, why in check_agent("tests.leaderboard.test_harness:refusing_odd_seeds_factory")
+              if not ok}
+    assert failed["same seed, same actions"].startswith("the factory (seed 7) raised RuntimeError: refuses seed 7")
+    failed = {name: why for name, ok, why in check_agent("tests.leaderboard.test_harness:exploding_factory")
+              if not ok}
+    assert any(why.startswith("act raised RuntimeError: agent exploded") for why in failed.values()), failed
+
+
 @pytest.mark.slow
 def test_jax_example_submission_passes_the_check():
     results = check_agent("examples.jax_agent:factory", budget=4096)
