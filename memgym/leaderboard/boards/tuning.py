@@ -103,23 +103,25 @@ def tune(agent: str, budget: Preset, results: str | os.PathLike, *, grid: Mappin
     outcome = {"agent": agent, "grid": {k: list(v) for k, v in grid.items()}, "preset": track.budget_record(budget),
                **select(results, specs, budget, track)}
     path = Path(results) / f"tuning-{agent_id(agent)}.json"
-    _keep_another_sweeps(path, outcome, log)
+    text = json.dumps(outcome, indent=2, default=str) + "\n"
+    _keep_another_sweeps(path, json.loads(text), log)
     temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+    temporary.write_text(text)
     os.replace(temporary, path)
     outcome["path"] = str(path)
     return outcome
 
 
 def _keep_another_sweeps(path: Path, outcome: Mapping[str, Any], log: Callable[[str], None]) -> None:
-    """Before ``path`` is rewritten: when it holds the selection of another grid or budget, move it aside to the
-    first free ``tuning-<agent>.<n>.json`` (its cells stay in the store; only the selection file is derived)."""
+    """Before ``path`` is rewritten with ``outcome`` (as JSON values): when it holds the selection of another grid or
+    budget, move it aside to the first free ``tuning-<agent>.<n>.json`` (its cells stay in the store; only the
+    selection file is derived)."""
     try:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return  # none yet, or unreadable: nothing of another sweep to keep
-    if not isinstance(earlier, dict) or (earlier.get("grid"), earlier.get("preset")) == (
-            json.loads(json.dumps(outcome["grid"])), json.loads(json.dumps(outcome["preset"], default=str))):
+    if not isinstance(earlier, dict) or (earlier.get("grid"), earlier.get("preset")) == (outcome["grid"],
+                                                                                        outcome["preset"]):
         return
     n = 1
     while (kept := path.with_name(f"{path.stem}.{n}.json")).exists():
