@@ -131,6 +131,26 @@ def test_a_tall_legend_gets_room_and_columns():
         plt.close(figure)
 
 
+def test_long_names_in_the_legend_leave_the_panel_its_width():
+    """A board's agents named with their options (``a2c-long-linear-attention[learning_rate=0.003,…]``): the
+    legend beside the panel widens the figure rather than squeezing the panel."""
+    import matplotlib.pyplot as plt
+
+    names = [f"a2c-long-model-{i}[learning_rate=0.003,entropy_coef=0.003]" for i in range(5)]
+    styles = report.series_styles(names)
+    figure, axes = report.panel_grid(plt, 1, width=6.5, height=4.2)
+    try:
+        for i, name in enumerate(names):
+            axes[0, 0].plot([0, 1], [i, i + 1], label=name, **styles[name])
+        report.arrange_panels(figure, axes, 1)
+        figure.canvas.draw()
+        panel_width = axes[0, 0].get_window_extent().width / figure.dpi
+        assert panel_width > 5.0, f"the panel is {panel_width:.1f} inches wide of the 6.5 it was given"
+        assert_legend_beside_the_data(figure, names)
+    finally:
+        plt.close(figure)
+
+
 TUNING = Path(__file__).parents[2] / "docs" / "leaderboard" / "tmaze-cpu-tuning" / "board.json"
 
 

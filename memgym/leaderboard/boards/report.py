@@ -543,7 +543,8 @@ def panel_grid(plt, panels: int, width: float = 4.0, height: float = 3.0, max_co
 def arrange_panels(figure, axes, used: int, fontsize: float = 8):
     """Hide the grid's panels past the first ``used`` and put one legend, every labelled series once (in the
     order drawn), to the right of the panels, outside every axes; the figure grows taller where the legend
-    needs it. Returns the legend (None: nothing labelled)."""
+    needs it, and wider by the legend's width, so that long names (an agent's options) leave the panels the
+    width they were given. Returns the legend (None: nothing labelled)."""
     panels = list(np.ravel(axes))
     for axis in panels[used:]:
         axis.axis("off")
@@ -560,8 +561,11 @@ def arrange_panels(figure, axes, used: int, fontsize: float = 8):
     if needed > height:
         figure.set_size_inches(width, needed)
     figure.set_layout_engine("constrained")
-    return figure.legend(list(handles.values()), list(handles), loc="outside right upper", ncols=columns,
-                         fontsize=fontsize)
+    legend = figure.legend(list(handles.values()), list(handles), loc="outside right upper", ncols=columns,
+                           fontsize=fontsize)
+    legend_width = legend.get_window_extent(figure.canvas.get_renderer()).width / figure.dpi  # inches, not drawn
+    figure.set_size_inches(width + legend_width, figure.get_size_inches()[1])
+    return legend
 
 
 def save_figure(figure, path: Path, dpi: int = 110) -> bool:
