@@ -65,6 +65,7 @@ CASES: dict[str, Case] = {
         args=("--json", "{tmp}/buffer_speed.json"),
         writes=("buffer_speed.json",),
     ),
+    "cue_signal.py": Case(prints=("| agent | L = 4 | L = 16 | per step |", "| `a2c-long-mlp` | 0.0e+00", "`a2c-long-arelit`")),
     "encoder_speed.py": Case(prints=("encoder ", "flax nn.Conv", "Conv3x3 ", "in a scan", "Conv3x3 vs nn.Conv")),
     "env_throughput.py": Case(prints=("implementation", "Gymnasium TMaze, 1 env", "floor + gymnax's keys, 64 envs")),
     "grid_throughput.py": Case(
@@ -223,3 +224,20 @@ def test_inference_cost_without_memax_says_the_row_is_skipped(tmp_path):
     written = json.loads((tmp_path / "cost.json").read_text())
     assert set(written["skipped"]) == {"memax"}
     assert "memax" not in {row["name"] for row in written["rows"]}
+
+
+@pytest.mark.slow(seconds=60)
+def test_the_cue_signal_is_none_without_memory_kept_by_linear_attention_and_decays_in_a_gru():
+    """benchmarks/cue_signal.py measures what it says: a memoryless network's junction does not depend on the cue
+    (exactly 0), linear attention, which adds without forgetting, keeps it over 64 steps, and a GRU at
+    initialisation shrinks it geometrically (its update gate keeps about half of its state per step)."""
+    spec = importlib.util.spec_from_file_location("cue_signal", BENCHMARKS / "cue_signal.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    assert not study.cue_signal(study.trainer_of("a2c-long-mlp"), 8, seeds=2).any()
+    attention = study.trainer_of("a2c-long-linear-attention")
+    short, long = (float(study.cue_signal(attention, length, seeds=2).min()) for length in (4, 64))
+    assert short > 0 and long > 1e-2 * short
+    gru = study.trainer_of("a2c-long-gru")
+    short, long = (float(study.cue_signal(gru, length, seeds=2).max()) for length in (4, 64))
+    assert 0 < long < 1e-4 * short
