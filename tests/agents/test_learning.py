@@ -31,7 +31,7 @@ from memgym.envs.tmaze_jax import tmaze_params
 # A2C on the T-Maze with corridor length 10 (the junction is 9 steps from the cue).
 CORRIDOR = 10
 MAX_EPISODE_STEPS = 40
-A2C_BUDGET = dict(num_envs=16, rollout_length=32, total_steps=300_000, learning_rate=1e-3, entropy_coef=1e-2)
+A2C_BUDGET = dict(num_envs=16, rollout_length=32, total_steps=500_000, learning_rate=1e-3, entropy_coef=1e-2)
 # A small AReLiT: width 64, one layer, 2 heads × 32, η = 4, r = 1 (the thesis uses 128, 4 layers, 4 × 64).
 SMALL_ARELIT = dict(features=64, num_layers=1, num_heads=2, head_dim=32, eta=4, r=1)
 
@@ -50,11 +50,13 @@ def final_success(metrics: dict[str, np.ndarray], config: A2CConfig | PPOConfig,
 
 @pytest.mark.slow(seconds=150)
 def test_a2c_with_arelit_solves_tmaze_corridor_10_in_most_seeds():
-    """Two seeds of three at least: the budget fits the typical seed, not every one.
+    """Two seeds of three at least, with room for a slow one.
 
-    At this budget a seed now and then stays at chance past the end: under the suite's compiler flags
-    seed 0 first holds the cue after about 360K steps, where seeds 1-9 hold it from 80-140K; and which
-    seed is slow moves with the CPU's instruction set. One seed asked to learn would test the machine.
+    Seeds differ in when they first hold the cue, and which seed is slow moves with the CPU's instruction
+    set. Under the suite's compiler flags on a 2-core Intel Xeon, seeds 1-9 hold it from 80-140K steps
+    (one from 260K) and seed 0 from about 360K, where it had stayed at chance in a run of 300K. The budget
+    (500K steps, the rate over the last 100K) leaves room for all ten; asking two of three for it leaves
+    room for a seed slower still.
     """
     config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
     tail = config.num_updates // 5
