@@ -443,7 +443,9 @@ TMAZE = Track(
     reading=(
         "How to read it: 0.5 is chance — an agent that forgot the cue guesses the turn, as the memoryless control "
         "does — and 1.0 is a perfect memory, so an agent remembers the cue over a corridor of length L where its "
-        "score at L is well above 0.5."
+        "score at L is well above 0.5. A length's evaluation episodes are the same for every agent and seed and do "
+        "not cue each side exactly half the time, so an agent that takes one turn whatever the cue scores that "
+        "side's share (0.40–0.60 on the published boards), with no spread across seeds that all turn the same way."
     ),
     results_dir="leaderboard-results",
     report_dir="docs/leaderboard",
