@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -42,20 +44,56 @@ class CellFailure(Exception):
     verdict = True
 
 
+#: Seconds the code that :func:`alarm` interrupted has to unwind before the process is stopped: an agent that catches
+#: the interrupt (``except BaseException:``, a bare ``except:``) and goes on running cannot be stopped otherwise in
+#: its own process.
+UNWIND_SECONDS = 10.0
+#: The exit status of a process stopped so (GNU ``timeout``'s).
+STOPPED_STATUS = 124
+
+
 @contextlib.contextmanager
 def alarm(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent)."""
+    """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent).
+
+    The interrupt is an exception raised in the guarded code, which that code can catch. If it catches it and
+    returns, the block still fails with :class:`CellFailure` once it ends; if it goes on running
+    :data:`UNWIND_SECONDS` after the interrupt, the process is stopped with a message on stderr and exit status
+    :data:`STOPPED_STATUS` (what was stored before is kept; the work in flight is not recorded). Compiled code
+    (a running XLA computation) sees the interrupt only when it returns to Python.
+    """
     if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         yield
         return
+    watchdog: list[threading.Timer] = []
+    message = "exceeded the wall-clock limit per cell"
 
     def ring(signum, frame):
-        raise CellFailure("exceeded the wall-clock limit per cell")
+        if not watchdog:
+            watchdog.append(threading.Timer(UNWIND_SECONDS, _stop, (seconds,)))
+            watchdog[0].daemon = True
+            watchdog[0].start()
+        raise CellFailure(message)
 
     previous = signal.signal(signal.SIGALRM, ring)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
         yield
+        if watchdog:  # the interrupt was caught, and the code returned after its time
+            raise CellFailure(message)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        for timer in watchdog:
+            timer.cancel()
         signal.signal(signal.SIGALRM, previous)
+
+
+def _stop(seconds: float) -> None:
+    """The watchdog of :func:`alarm`: the interrupted code has not unwound; stop the process."""
+    sys.stderr.write(f"\nmemgym: the code interrupted at its wall-clock limit ({seconds:g} s) was still running "
+                     f"{UNWIND_SECONDS:g} s later: it caught the interrupt (an `except BaseException:` or a bare "
+                     f"`except:` around its work) and went on. Stopping the process (exit status {STOPPED_STATUS}); "
+                     "results stored before are kept, the cell or check in flight is not recorded.\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(STOPPED_STATUS)

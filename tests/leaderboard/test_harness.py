@@ -569,6 +569,61 @@ def test_an_agent_that_exits_or_hangs_fails_its_cells_and_the_run_goes_on(tmp_pa
     assert "SystemExit: 3" in capsys.readouterr().out
 
 
+class SwallowingAgent:
+    """An any-framework agent whose sixth ``act`` catches every interrupt: with ``forever`` it never returns; else it
+    returns once interrupted (after a short sleep it cannot finish)."""
+
+    def __init__(self, context, forever: bool):
+        self.num_envs, self.forever, self.calls = context.num_envs, forever, 0
+
+    def act(self, obs, start):
+        self.calls += 1
+        if self.calls > 5:
+            while True:
+                try:
+                    time.sleep(1000)
+                except BaseException:  # the alarm's exception, caught
+                    if not self.forever:
+                        break
+        return np.zeros(self.num_envs, np.int64)
+
+    def observe(self, *transition):
+        pass
+
+
+def swallowing_factory(context):
+    return SwallowingAgent(context, forever=True)
+
+
+def test_alarm_fails_a_block_that_caught_its_interrupt_and_returned():
+    from memgym.leaderboard.limits import CellFailure, alarm
+
+    agent = SwallowingAgent(TMAZE.context(num_envs=2, seed=0, total_steps=64), forever=False)
+    agent.calls = 5
+    started = time.perf_counter()
+    with pytest.raises(CellFailure, match="exceeded the wall-clock limit per cell"):
+        with alarm(0.2):
+            agent.act(None, None)  # returns, having caught the interrupt
+    assert time.perf_counter() - started < 5
+
+
+def test_check_stops_an_agent_that_catches_the_timeout_and_goes_on(tmp_path):
+    """docs/submitting.md: a hung call is interrupted; one that catches the interrupt and keeps running is stopped
+    with its process (exit status 124, the reason on stderr) instead of hanging ``check`` for ever."""
+    import subprocess
+    import sys
+
+    from memgym.leaderboard.limits import STOPPED_STATUS, UNWIND_SECONDS
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "memgym.cli", "leaderboard", "check",
+                           "tests.leaderboard.test_harness:swallowing_factory", "--step-timeout", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == STOPPED_STATUS, done.stdout + done.stderr
+    assert "caught the interrupt" in done.stderr and "wall-clock limit (2 s)" in done.stderr
+    assert time.perf_counter() - started > 2 + UNWIND_SECONDS
+
+
 def test_check_explains_failures():
     results = check_agent("tests.leaderboard.test_harness:forgetful_factory")
     failed = [(name, why) for name, ok, why in results if not ok]
