@@ -254,6 +254,7 @@ def test_a_jax_tier_agent_trains_contained_and_reproduces_exactly(open_folder):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"agent | uid {sandbox.UNPRIVILEGED_ID} home {sandbox.CONTAINER_TMP}/home True" in done.stderr
+    assert "Fontconfig error" not in done.stderr  # the container holds fontconfig's configuration (gymnax's matplotlib)
     verdict = json.loads((folder / "verification.json").read_text())
     assert verdict["verdict"] == "verified" and verdict["isolation"]["mode"] == sandbox.CONTAINER
     assert all(row["rule"] == "exact (same backend)" and row["agrees"] for row in verdict["cells"])

@@ -85,9 +85,11 @@ DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/n
            "/dev/dri/renderD*", "/dev/accel/accel*")
 #: what of the system's root the container holds, read-only: programs and libraries (or merged-/usr links to them),
 #: the kernel's view of devices and CPUs, and the few files of /etc that a C library and an interpreter read
+#: (fontconfig's among them: gymnax imports matplotlib, whose font cache runs ``fc-list``, which without its
+#: configuration prints "Fontconfig error" into the agent's output)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
-                "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives")
+                "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives", "/etc/fonts")
 #: inside the container: the private writable folder (a tmpfs) and its folders
 CONTAINER_TMP = "/tmp"
 #: inside the container: the agent's code folder (read-only, in the read-only root: its parents are not writable)
