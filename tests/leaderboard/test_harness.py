@@ -607,6 +607,7 @@ def test_alarm_fails_a_block_that_caught_its_interrupt_and_returned():
     assert time.perf_counter() - started < 5
 
 
+@pytest.mark.slow(seconds=25)
 def test_check_stops_an_agent_that_catches_the_timeout_and_goes_on(tmp_path):
     """docs/submitting.md: a hung call is interrupted; one that catches the interrupt and keeps running is stopped
     with its process (exit status 124, the reason on stderr) instead of hanging ``check`` for ever."""
