@@ -570,8 +570,8 @@ def test_an_agent_that_exits_or_hangs_fails_its_cells_and_the_run_goes_on(tmp_pa
 
 
 class SwallowingAgent:
-    """An any-framework agent whose sixth ``act`` catches every interrupt: with ``forever`` it never returns; else it
-    returns once interrupted (after a short sleep it cannot finish)."""
+    """An any-framework agent whose sixth ``act`` sleeps and catches every interrupt: with ``forever`` it never
+    returns; else it returns once it has caught one."""
 
     def __init__(self, context, forever: bool):
         self.num_envs, self.forever, self.calls = context.num_envs, forever, 0
@@ -608,7 +608,7 @@ def test_alarm_fails_a_block_that_caught_its_interrupt_and_returned():
 
 
 @pytest.mark.slow(seconds=25)
-def test_check_stops_an_agent_that_catches_the_timeout_and_goes_on(tmp_path):
+def test_check_stops_an_agent_that_catches_the_timeout_and_goes_on():
     """docs/submitting.md: a hung call is interrupted; one that catches the interrupt and keeps running is stopped
     with its process (exit status 124, the reason on stderr) instead of hanging ``check`` for ever."""
     import subprocess
