@@ -56,12 +56,13 @@ def test_a2c_with_arelit_solves_tmaze_corridor_10_in_most_seeds():
     set. Under the suite's compiler flags on a 2-core Intel Xeon, seeds 1-9 hold it from 80-140K steps
     (one from 260K) and seed 0 from about 360K, where it had stayed at chance in a run of 300K. The budget
     (500K steps, the rate over the last 100K) leaves room for all ten; asking two of three for it leaves
-    room for a seed slower still.
+    room for a seed slower still. Seeds 1 and 2 run first: where both learn, seed 0 (the slow one here)
+    cannot change the outcome and is not run.
     """
     config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
     tail = config.num_updates // 5
     successes = []
-    for seed in range(3):
+    for seed in (1, 2, 0):
         metrics = train_tmaze(config, CORRIDOR, seed)
         assert np.all(np.isfinite(metrics["policy_loss"]))
         assert metrics["episodes"][-tail:].sum() > 1000  # the rate is measured over many episodes

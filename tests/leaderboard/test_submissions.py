@@ -371,7 +371,8 @@ def test_the_worked_example_verifies(tmp_path):
     assert json.loads((folder / "verification.json").read_text())["verdict"] == "verified"
 
 
-@pytest.mark.slow(seconds=68)
+@pytest.mark.slow(seconds=94)
+@pytest.mark.extended  # the cross-backend verify of a JAX-tier run: CI runs it in the lone cells' test below
 def test_the_worked_example_verifies_on_another_backend(tmp_path):
     """The worked example verified with XLA capped at AVX2: another backend (the XLA flags are part of the
     fingerprint; on an AVX-512 machine the code differs too): the stored policies evaluate within evaluation
