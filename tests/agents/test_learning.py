@@ -6,7 +6,9 @@
   only visible on the first step, so without memory the turn is a coin flip;
 * PPO improves on the T-Maze with corridor length 5;
 * DQN with tape replay (TBB) and a monoid memory (FFM) learns POPGym's Repeat First (Easy)
-  through the host loop (skipped when popgym is not installed).
+  through the host loop (skipped when popgym is not installed; an extended test: CI runs TBB DQN learning
+  the T-Maze, below);
+* TBB DQN learns a T-Maze whose turn lies past a per-tape share of the batch.
 
 Success and returns are the trainers' own per-update episode statistics, over the last
 fifth of training (:func:`memgym.agents.metrics.success_over_last`). Every budget here
@@ -95,7 +97,8 @@ def test_ppo_improves_on_tmaze_corridor_5():
     assert end >= 0.9 and end >= start + 0.3, (start, end)
 
 
-@pytest.mark.slow(seconds=52)
+@pytest.mark.slow(seconds=86)
+@pytest.mark.extended  # DQN's host loop (extended) on another model; CI: TBB DQN learns the T-Maze, below
 def test_dqn_with_tape_replay_and_ffm_learns_repeat_first():
     """Repeat First (Easy): say the suit of the episode's first card at each of its 51 steps.
 
