@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgym.leaderboard.boards.stats import bootstrap_mean_interval, iqm, standard_error, stratified_bootstrap, summarize
+from memgym.leaderboard.boards.stats import (bootstrap_mean_of_means_interval, iqm, mean_of_means, standard_error,
+                                            stratified_bootstrap, summarize)
 
 
 def test_iqm_known_values():
@@ -83,13 +84,23 @@ def test_bootstrap_interval_contains_mean_and_shrinks_with_data():
     assert hi_l - lo_l < hi_s - lo_s
 
 
-@settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=64), seed=st.integers(0, 2**16),
-       samples=st.integers(1, 300))
-def test_the_one_array_bootstrap_of_a_mean_is_the_loops_exactly(values, seed, samples):
-    """Fast form == step-by-step reference: every resample at once gives the loop's interval bit for bit."""
-    loop = stratified_bootstrap([np.asarray(values)], lambda s: s[0].mean(), samples=samples, seed=seed)
-    assert bootstrap_mean_interval(np.asarray(values), samples=samples, seed=seed) == loop
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.one_of(st.tuples(st.integers(1, 12), st.integers(1, 6)).map(lambda nk: [nk[0]] * nk[1]),
+                       st.lists(st.integers(1, 12), min_size=1, max_size=6)),
+       data=st.data(), seed=st.integers(0, 2**16), samples=st.integers(1, 300))
+def test_the_array_bootstrap_of_the_mean_of_means_is_the_loops_exactly(sizes, data, seed, samples):
+    """Fast form == step-by-step reference: strata of one size (every resample at once) and of several sizes give
+    the loop's interval bit for bit."""
+    strata = [np.asarray(data.draw(st.lists(st.floats(-1e3, 1e3), min_size=n, max_size=n))) for n in sizes]
+    loop = stratified_bootstrap(strata, lambda ss: np.mean([s.mean() for s in ss]), samples=samples, seed=seed)
+    assert bootstrap_mean_of_means_interval(strata, samples=samples, seed=seed) == loop
+
+
+def test_the_array_bootstrap_is_the_loops_at_a_boards_size():
+    """A published board's size: 2,000 resamples of 3 lengths × 5 seeds, and one length of 64 seeds."""
+    rng = np.random.default_rng(7)
+    for strata in ([rng.random(5) for _ in range(3)], [rng.random(64)]):
+        assert bootstrap_mean_of_means_interval(strata) == stratified_bootstrap(strata, mean_of_means)
 
 
 def test_stratified_resampling_never_mixes_strata():

@@ -70,24 +70,39 @@ def percentile_interval(draws: np.ndarray, confidence: float = CONFIDENCE) -> tu
     return float(low), float(high)
 
 
-def bootstrap_mean_interval(values: np.ndarray, *, samples: int = BOOTSTRAP_SAMPLES, confidence: float = CONFIDENCE,
-                            seed: int = 0) -> tuple[float, float]:
-    """:func:`stratified_bootstrap` of the mean of one stratum, every resample at once: the same interval.
+def mean_of_means(strata: Sequence[np.ndarray]) -> float:
+    """The headline statistic: the mean over strata (corridor lengths) of each stratum's mean (over seeds)."""
+    return float(np.mean([s.mean() for s in strata]))
 
-    NumPy draws ``integers(0, n, (samples, n))`` in the order ``samples`` calls of ``integers(0, n, n)`` do,
-    and a row's mean is the mean of that resample, so the draws, and the interval, are the loop's exactly
-    (tests/leaderboard/test_stats.py checks it), in one array operation instead of ``samples`` NumPy calls.
+
+def bootstrap_mean_of_means_interval(strata: Sequence[np.ndarray], *, samples: int = BOOTSTRAP_SAMPLES,
+                                     confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
+    """:func:`stratified_bootstrap` of :func:`mean_of_means`, every resample at once where it can be: the same
+    interval, draw for draw.
+
+    With every stratum of one size ``n`` (a complete row: as many seeds at every length), the loop calls
+    ``integers(0, n, n)`` once per stratum per resample, all with the same bound, and NumPy draws
+    ``integers(0, n, (samples, strata, n))`` in that order; a resample's stratum means and their mean are
+    reductions along contiguous rows, as the loop's are. So the draws, and the interval, are the loop's
+    exactly (tests/leaderboard/test_stats.py checks it), in a few array operations instead of
+    ``samples × strata`` NumPy calls. Strata of different sizes draw with different bounds, interleaved
+    resample by resample; they take the loop.
     """
-    values = np.asarray(values, np.float64)
+    strata = [np.asarray(s, np.float64) for s in strata]
+    sizes = {s.size for s in strata}
+    if len(sizes) != 1:
+        return stratified_bootstrap(strata, mean_of_means, samples=samples, confidence=confidence, seed=seed)
+    n = sizes.pop()
     rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, values.size, (samples, values.size))].mean(axis=1)
-    return percentile_interval(draws, confidence)
+    picks = rng.integers(0, n, (samples, len(strata), n))
+    resampled = np.take_along_axis(np.stack(strata)[None], picks, axis=2)
+    return percentile_interval(resampled.mean(axis=2).mean(axis=1), confidence)
 
 
 def summarize_length(values: Sequence[float], *, seed: int = 0) -> dict[str, float]:
     """Mean, SE, IQM and the bootstrap interval of the mean of one corridor length's seeds."""
     values = np.asarray(values, np.float64)
-    low, high = bootstrap_mean_interval(values, seed=seed)
+    low, high = bootstrap_mean_of_means_interval([values], seed=seed)
     return {
         "n": int(values.size),
         "mean": float(values.mean()),
@@ -110,8 +125,8 @@ def summarize(by_length: Mapping[Any, Sequence[float]], *, seed: int = 0, order:
     lengths = sorted(by_length, key=order)
     per_length = {length: summarize_length(by_length[length], seed=seed + i) for i, length in enumerate(lengths)}
     strata = [np.asarray(by_length[length], np.float64) for length in lengths]
-    headline = float(np.mean([s.mean() for s in strata]))
-    low, high = stratified_bootstrap(strata, lambda ss: np.mean([s.mean() for s in ss]), seed=seed)
+    headline = mean_of_means(strata)
+    low, high = bootstrap_mean_of_means_interval(strata, seed=seed)
     solved = [] if solved is None else [length for length in lengths if per_length[length]["ci_low"] >= solved]
     return {
         "per_length": per_length,
