@@ -279,18 +279,28 @@ def observation_sensitivity(trainer: Any, params: Any, obs: np.ndarray) -> np.nd
     ``s_n`` is the memory's state after the whole episode (replayed from a fresh
     carry, the first observation flagged as the episode start) and ``a_n`` the
     greedy action there; the gradient's L1 norm over each observation's features.
+    Each call compiles anew; for many episodes, call :func:`sensitivity_function` once and reuse it.
     """
+    return np.asarray(sensitivity_function(trainer)(params, np.asarray(obs, np.float32)))
+
+
+def sensitivity_function(trainer: Any) -> Callable[[Any, Any], Any]:
+    """:func:`observation_sensitivity` of ``trainer``'s network as one jitted ``(params, obs) -> |∂Q/∂o|``:
+    built once, it compiles once per episode length rather than tracing the replay's scan anew for every
+    episode."""
     import jax
     import jax.numpy as jnp
 
-    obs = jnp.asarray(obs, jnp.float32)
-    start = jnp.zeros(obs.shape[0], bool).at[0].set(True)
+    def sensitivity(params, obs):
+        start = jnp.zeros(obs.shape[0], bool).at[0].set(True)
 
-    def last_q(observations):
-        q, _ = trainer.network.apply(params, observations, start, trainer.initialize_carry())
-        return q[-1, jnp.argmax(jax.lax.stop_gradient(q[-1]))]
+        def last_q(observations):
+            q, _ = trainer.network.apply(params, observations, start, trainer.initialize_carry())
+            return q[-1, jnp.argmax(jax.lax.stop_gradient(q[-1]))]
 
-    return np.asarray(jnp.abs(jax.grad(last_q)(obs)).sum(axis=-1))
+        return jnp.abs(jax.grad(last_q)(obs)).sum(axis=-1)
+
+    return jax.jit(sensitivity)
 
 
 def sensitivity_run(size: str, model: str, segment_length: int | None, task: str, total_steps: int, seed: int = 0,
@@ -313,7 +323,7 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
     trainer = DQNTrainer(dqn_config(size, model, segment_length, num_envs, total_steps), env, env_params)
     state, _ = jax.jit(trainer.train)(jax.random.key(seed), env_params)
     params = state.params
-    act, reset = jax.jit(trainer.act), jax.jit(env.reset)
+    act, reset, sensitivity = jax.jit(trainer.act), jax.jit(env.reset), sensitivity_function(trainer)
     step = jax.jit(lambda key, env_state, action: gymnax_compat.step_env(env, key, env_state, action, env_params))
     shares = []
     for episode in range(episodes):
@@ -327,7 +337,7 @@ def sensitivity_run(size: str, model: str, segment_length: int | None, task: str
             done, start = bool(terminated | truncated), False
             if not done:
                 observations.append(np.asarray(obs))
-        gradient = observation_sensitivity(trainer, params, np.stack(observations))[::-1]  # lag 0 first
+        gradient = np.asarray(sensitivity(params, np.stack(observations)))[::-1]  # lag 0 first
         shares.append(gradient / max(gradient.sum(), 1e-12))
     longest = max(len(s) for s in shares)
     share = np.mean([np.pad(s, (0, longest - len(s))) for s in shares], axis=0)
