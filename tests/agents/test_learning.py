@@ -38,10 +38,20 @@ A2C_BUDGET = dict(num_envs=16, rollout_length=32, total_steps=500_000, learning_
 SMALL_ARELIT = dict(features=64, num_layers=1, num_heads=2, head_dim=32, eta=4, r=1)
 
 
-def train_tmaze(config: A2CConfig | PPOConfig, corridor_length: int, seed: int = 0) -> dict[str, np.ndarray]:
+def tmaze_trainer(config: A2CConfig | PPOConfig, corridor_length: int):
+    """``seed -> training metrics`` on the T-Maze: one jitted training function, compiled once for every seed."""
     params = tmaze_params(corridor_length, max_episode_steps=MAX_EPISODE_STEPS)
-    _, metrics = jax.jit(make_train(config))(jax.random.key(seed), params)
-    return {k: np.asarray(v) for k, v in metrics.items()}
+    train = jax.jit(make_train(config))
+
+    def metrics_of(seed: int) -> dict[str, np.ndarray]:
+        _, metrics = train(jax.random.key(seed), params)
+        return {k: np.asarray(v) for k, v in metrics.items()}
+
+    return metrics_of
+
+
+def train_tmaze(config: A2CConfig | PPOConfig, corridor_length: int, seed: int = 0) -> dict[str, np.ndarray]:
+    return tmaze_trainer(config, corridor_length)(seed)
 
 
 def final_success(metrics: dict[str, np.ndarray], config: A2CConfig | PPOConfig, fraction: float = 0.2) -> float:
@@ -63,9 +73,9 @@ def test_a2c_with_arelit_solves_tmaze_corridor_10_in_most_seeds():
     """
     config = A2CConfig(memory="arelit", memory_config=json.dumps(SMALL_ARELIT), **A2C_BUDGET)
     tail = config.num_updates // 5
-    successes = []
+    successes, train = [], tmaze_trainer(config, CORRIDOR)
     for seed in (1, 2, 0):
-        metrics = train_tmaze(config, CORRIDOR, seed)
+        metrics = train(seed)
         assert np.all(np.isfinite(metrics["policy_loss"]))
         assert metrics["episodes"][-tail:].sum() > 1000  # the rate is measured over many episodes
         successes.append(final_success(metrics, config))
