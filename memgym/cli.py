@@ -225,10 +225,13 @@ _steps = _number(STEPS)
 
 
 def _board_text(results: str | None, track, submissions=()) -> str:
+    """The ranked table of the store at ``results`` and ``submissions``; an empty board is refused
+    (:func:`~memgym.leaderboard.boards.report.require_results`)."""
     from memgym.leaderboard.boards import report
 
-    return report.markdown(report.build_board(None if results is None else track.store(results), track, submissions),
-                           track=track)
+    board = report.build_board(None if results is None else track.store(results), track, submissions)
+    report.require_results(board, results)
+    return report.markdown(board, track=track)
 
 
 def _submissions(args: argparse.Namespace, track) -> list:
@@ -439,7 +442,8 @@ def cmd_leaderboard_check(args: argparse.Namespace) -> int:
         if not passed:
             print("      " + explanation.strip().replace("\n", "\n      "))
     failed = sum(not passed for _, passed, _ in results)
-    print(f"{len(results) - failed}/{len(results)} checks passed")
+    print(f"{len(results) - failed}/{len(results)} checks passed"
+          + ("; the checks that build on a failed one were not run" if failed else ""))
     others = other_spaces(track, value)
     if others:
         print(f"checked on {checked}'s {type(track.spaces(checked)[1]).__name__} actions; the track's "

@@ -52,6 +52,14 @@ UNWIND_SECONDS = 10.0
 STOPPED_STATUS = 124
 
 
+OVER_TIME = "exceeded the wall-clock limit per cell"
+
+
+def over_time(seconds: float, limit: float) -> str:
+    """Why a cell failed that ran ``seconds`` past its ``limit`` (``--cell-timeout``)."""
+    return f"{OVER_TIME} ({seconds:.0f}s > {limit:g}s)"
+
+
 @contextlib.contextmanager
 def alarm(seconds: float | None) -> Iterator[None]:
     """Raise :class:`CellFailure` in the main thread after ``seconds`` (interrupts a hung agent).
@@ -66,7 +74,7 @@ def alarm(seconds: float | None) -> Iterator[None]:
         yield
         return
     watchdog: list[threading.Timer] = []
-    message = "exceeded the wall-clock limit per cell"
+    message = OVER_TIME
 
     def ring(signum, frame):
         if not watchdog:

@@ -223,7 +223,7 @@ def tier(agent: Any) -> str:
     missing_jax = [n for n in JAX_TIER_ATTRIBUTES if not _has(agent, n)]
     missing_any = [n for n in ANY_TIER_ATTRIBUTES if not hasattr(agent, n)]
     raise TypeError(
-        f"{type(agent).__name__} is neither a JAX-tier agent (missing {missing_jax}) "
+        f"{type(agent).__name__!r} object is neither a JAX-tier agent (missing {missing_jax}) "
         f"nor an any-framework agent (missing {missing_any}); see docs/submitting.md"
     )
 

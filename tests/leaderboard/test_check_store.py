@@ -391,6 +391,16 @@ def test_results_that_cannot_hold_results_fail_before_training(capsys, tmp_path)
     assert file.read_text() == "not a directory"
 
 
+def test_show_and_report_refuse_a_folder_without_results(capsys, tmp_path):
+    """A mistyped or empty --results is an error for `show` as for `report`, never a silent empty board."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for command in ("show", "report"):
+        assert main(["leaderboard", command, "--track", "popgym-control", "--results", str(empty)]) == 2
+        assert f"no results stored under {empty}" in capsys.readouterr().err
+    assert list(empty.iterdir()) == []
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_results_that_are_not_writable_fail_before_training(capsys, tmp_path):
     locked = tmp_path / "locked"

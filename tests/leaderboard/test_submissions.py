@@ -158,24 +158,42 @@ def test_an_honest_submission_verifies_and_shows_on_the_board(honest, capsys):
     assert code == 0, out
     assert verdict["verdict"] == "verified" and verdict["agreeing"] == 4 and len(verdict["cells"]) == 4
     assert "verdict: VERIFIED (4/4 re-run cells agree)" in out
-    assert all(row["rule"].startswith("statistical") for row in verdict["cells"])  # any-framework tier
+    # any-framework tier, on the records' machine: the agent repeats its training, so its evaluation is held exactly
+    assert all(row["rule"] == "exact (its training repeated on the record's backend)" for row in verdict["cells"])
     assert verdict["digest"] == submission.digest(submission.load(honest))
     assert main(["leaderboard", "show", "--submissions", str(honest.parent)]) == 0
     board = capsys.readouterr().out
     assert "| verified |" in board and "`submissions/random-agent`" in board and "| re-run 4/4 of 4 |" in board
 
 
-@pytest.mark.slow(seconds=11)
+@pytest.mark.slow(seconds=24)
 def test_a_hand_edited_score_is_a_mismatch(honest, capsys):
+    """On the records' backend an any-framework cell whose training repeats is held exactly: one episode's
+    worth (1/256) added to its evaluation score is a mismatch. Records of another backend are compared within
+    the statistical tolerance, beyond which a larger edit is caught."""
     edited = copy(honest, "edited-score")
     record = edited / "results" / "random_walker_factory" / "L3" / "seed1.json"
     data = json.loads(record.read_text())
-    data["eval"]["success_rate"] = 1.0
+    honest_score = data["eval"]["success_rate"]
+    data["eval"]["success_rate"] += 1 / 256
     record.write_text(json.dumps(data))
     code, out, verdict = verify(edited, "--k", "4", "--sample-seed", "0", capsys=capsys)
     assert code == 1 and verdict["verdict"] == "mismatch"
     [bad] = [row for row in verdict["cells"] if not row["agrees"]]
+    assert (bad["value"], bad["seed"], bad["eval_rerun"]) == (3, 1, honest_score)
+    assert bad["rule"] == "exact (its training repeated on the record's backend)"
+    assert "MISMATCH (evaluation differs)" in out
+    for path in (edited / "results").rglob("seed*.json"):  # the records now claim another machine
+        claimed = json.loads(path.read_text())
+        claimed["provenance"]["backend"]["fingerprint"] = "another machine"
+        if path == record:
+            claimed["eval"]["success_rate"] = 1.0
+        path.write_text(json.dumps(claimed))
+    code, out, verdict = verify(edited, "--k", "4", "--sample-seed", "0", capsys=capsys)
+    assert code == 1 and verdict["verdict"] == "mismatch"
+    [bad] = [row for row in verdict["cells"] if not row["agrees"]]
     assert (bad["value"], bad["seed"], bad["eval_stored"]) == (3, 1, 1.0) and bad["eval_rerun"] < 0.9
+    assert bad["rule"].startswith("statistical")
     assert "MISMATCH (evaluation score off by more than its tolerance)" in out
     # the board marks it, and a verdict on other files than the board's is stale
     assert status(submission.load(edited)) == "mismatch: re-run 3/4 of 4"
@@ -668,13 +686,15 @@ def test_the_digest_tells_apart_files_whose_bytes_only_moved_between_them(honest
 
 @pytest.mark.slow(seconds=16)
 def test_a_small_edit_on_every_cell_is_caught_pooled_and_exact_ignores_the_claimed_backend(honest, capsys):
-    """+26 successes of 256 episodes (+0.10) on every stored evaluation score lies within each cell's tolerance
-    (about 0.13) but not within the pooled one; `--exact` compares exactly whatever the provenance claims."""
+    """+26 successes of 256 episodes (+0.10) on every stored evaluation score of records that claim another
+    machine (so compared statistically) lies within each cell's tolerance (about 0.13) but not within the pooled
+    one; `--exact` compares exactly whatever the provenance claims."""
     inflated = copy(honest, "inflated")
     for path in (inflated / "results" / "random_walker_factory").rglob("seed*.json"):
         record = json.loads(path.read_text())
         record["eval"]["success_rate"] += 26 / 256
         record["provenance"]["cpu"] = "another CPU (claimed)"
+        record["provenance"]["backend"]["fingerprint"] = "another machine"
         path.write_text(json.dumps(record))
     code, out, verdict = verify(inflated, "--k", "4", "--sample-seed", "0", capsys=capsys)
     assert code == 1 and verdict["verdict"] == "mismatch" and verdict["agreeing"] == 4

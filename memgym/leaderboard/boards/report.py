@@ -584,6 +584,17 @@ def _limits(bounds: tuple[float, float]) -> tuple[float, float]:
     return bounds[0] - margin, bounds[1] + margin
 
 
+def require_results(board: dict[str, Any], results: str | os.PathLike | None) -> None:
+    """Refuse a board with nothing on it: no cell, failed or not, no unreadable record, no submission
+    (``results`` mistyped, or an agent's own folder given where the store's is meant)."""
+    if board["entries"] or board["failures"] or board["unreadable"]:
+        return
+    if results is None:
+        raise ValueError("--submissions: no submission of this track to put on the board")
+    raise ValueError(f"no results stored under {results} (a results folder holds one folder per agent, "
+                     "as `memgym leaderboard run --results` makes it); run `memgym leaderboard run` first")
+
+
 def write_report(results: str | os.PathLike | None, out: str | os.PathLike | None = None,
                  track: Track = TMAZE, submissions: Sequence[Any] = (),
                  sources: dict[str, str | None] | None = None) -> dict[str, Path]:
@@ -596,8 +607,7 @@ def write_report(results: str | os.PathLike | None, out: str | os.PathLike | Non
     under the board.
     """
     board = build_board(None if results is None else track.store(results), track, submissions)
-    if not board["entries"] and not board["failures"] and not board["unreadable"]:
-        raise ValueError(f"no results stored under {results}; run `memgym leaderboard run` first")
+    require_results(board, results)
     board["track"] = track.name  # which track rebuilds it (`memgym leaderboard report --track`)
     if submissions:
         board["sources"] = sources or {}

@@ -6,14 +6,16 @@ evaluation episodes on fixed reset seeds; ``cell_timeout`` stops it (docs/leader
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from memgym.leaderboard.limits import CellFailure, alarm
+from memgym.leaderboard.limits import OVER_TIME, CellFailure, alarm, over_time
 from memgym.leaderboard.running import progress
 from memgym.leaderboard.running.code_identity import describe_agent, describe_code
 from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
@@ -43,14 +45,29 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None) -> l
                 agent = factory(task.track.context(num_envs=NUM_ENVS, seed=seed, total_steps=budget.total_steps,
                                                    value=value))
                 agent_info = describe_agent(task.spec, factory, agent)
-                train_counters = train(agent, task.track, budget, value, seed, NUM_ENVS, deadline)
-                evaluation = evaluate(agent, task.track, budget, value, NUM_ENVS, deadline)
+                with _during("training"):
+                    train_counters = train(agent, task.track, budget, value, seed, NUM_ENVS, deadline)
+                with _during("evaluation"):
+                    evaluation = evaluate(agent, task.track, budget, value, NUM_ENVS, deadline)
             records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
                                        train=train_counters, evaluation=evaluation))
         except AGENT_FAULTS as error:  # the agent's fault is this cell's result
-            records.append(cell_record(task, budget, cell, agent_info, time.perf_counter() - cell_started,
-                                       reason=failure_reason(error)))
+            seconds, reason = time.perf_counter() - cell_started, failure_reason(error)
+            if reason == OVER_TIME and cell_timeout is not None:
+                reason = over_time(seconds, cell_timeout)
+            records.append(cell_record(task, budget, cell, agent_info, seconds, reason=reason))
     return records
+
+
+@contextlib.contextmanager
+def _during(phase: str) -> Iterator[None]:
+    """Name the phase of the cell in which the agent broke a rule (its running out of time says so itself)."""
+    try:
+        yield
+    except CellFailure as error:
+        if str(error) == OVER_TIME:
+            raise
+        raise CellFailure(f"during {phase}: {error}") from None
 
 
 def train(agent: Any, track: Track, budget: Preset, value: Any, seed: int, num_envs: int,
@@ -147,7 +164,7 @@ def checked_actions(actions: Any, num_envs: int | None, space: gym.Space, deadli
     bounds. ``num_envs=None``: one action, without the environments' axis (a JAX-tier ``act``). Past ``deadline``
     (``perf_counter``) the cell has run out of time."""
     if time.perf_counter() > deadline:
-        raise CellFailure("exceeded the wall-clock limit per cell")
+        raise CellFailure(OVER_TIME)
     actions = np.asarray(actions)
     whole = not isinstance(space, gym.spaces.Box)
     if actions.dtype == bool or not (np.issubdtype(actions.dtype, np.integer)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from memgym.leaderboard.limits import alarm
+from memgym.leaderboard.limits import alarm, over_time
 from memgym.leaderboard.running.code_identity import COMPUTATION, describe_agent, describe_code
 from memgym.leaderboard.running.planning import NUM_ENVS, Task, cell_record
 from memgym.leaderboard.protocol import load_factory
@@ -90,7 +90,7 @@ def run_task(task: Task, budget: Preset, cell_timeout: float | None = None,
         outcomes = cells.run(task.cells, checkpoint)
         seconds = (earlier + time.perf_counter() - started) / len(task.cells)
         if cell_timeout is not None and seconds > cell_timeout:
-            return records([f"exceeded the wall-clock limit per cell ({seconds:.0f}s > {cell_timeout}s)"]
+            return records([over_time(seconds, cell_timeout)]
                            * len(task.cells))
         return records(outcomes)
     except AGENT_FAULTS as error:  # the agent's fault is its cells' result

@@ -192,7 +192,7 @@ def _inspect(spec: str, budget: Preset, track: Track, cell_timeout: float | None
     try:
         kind, config = tier(agent), describe_agent(spec, factory, agent).get("config")
     except TypeError as error:
-        raise ValueError(f"agent {spec!r}: the factory returned {type(agent).__name__}, which {error}") from None
+        raise ValueError(f"agent {spec!r}: the factory returned no agent: {error}") from None
     track.accept(kind, spec)
     configs = {None: json.loads(json.dumps(config))}
     for value in budget.values if track.per_value_env else ():

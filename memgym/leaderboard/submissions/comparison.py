@@ -53,12 +53,15 @@ def _cell(stored: dict[str, Any], track: Track) -> dict[str, Any]:
 
 
 def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, track: Track, *, exact: bool,
-            z: float) -> dict[str, Any]:
+            z: float, same_machine: bool = False) -> dict[str, Any]:
     """One re-run cell of the any-framework tier (trained and evaluated here, counted by the harness): the
     stored record against its re-run (``(train counters, evaluation)`` or a failure reason).
 
-    ``exact`` (``--exact``): the re-run must equal the record; otherwise each score must lie within
-    :func:`tolerance` of the stored one.
+    ``exact`` (``--exact``): the re-run must equal the record. ``same_machine`` (the record's backend, see
+    :func:`same_backend`): where the re-run's training figures equal the record's, every one, the agent has
+    shown that it repeats its run here (it seeds all its randomness from the cell's seed, as the protocol
+    requires), so its evaluation must equal the record's too: a score edited by any amount is a mismatch.
+    Otherwise each score must lie within :func:`tolerance` of the stored one.
     """
     name = track.score.name
     row = _cell(stored, track)
@@ -72,11 +75,11 @@ def compare(stored: dict[str, Any], rerun: tuple[dict, dict] | str, track: Track
     window = track.score.window_score(train)
     row |= {"rerun_status": "ok", "eval_stored": stored["eval"][name], "eval_rerun": evaluation[name],
             "train_stored": stored["train"][name], "train_rerun": window}
-    if exact:
-        same_train = all(stored["train"].get(k) == v for k, v in train.items())
+    same_train = all(stored["train"].get(k) == v for k, v in train.items())
+    if exact or (same_machine and same_train):
         same_eval = all(stored["eval"].get(k) == v for k, v in evaluation.items())
-        row |= {"rule": "exact (--exact)", "eval_tolerance": 0.0, "train_tolerance": 0.0,
-                "agrees": same_train and same_eval}
+        rule = "exact (--exact)" if exact else "exact (its training repeated on the record's backend)"
+        row |= {"rule": rule, "eval_tolerance": 0.0, "train_tolerance": 0.0, "agrees": same_train and same_eval}
         if not row["agrees"]:
             row["reason"] = ", ".join(f"{part} differs" for part, same in (("training", same_train),
                                                                             ("evaluation", same_eval)) if not same)

@@ -96,7 +96,8 @@ def verify(path: str | os.PathLike, *, k: int | str = 3, sample_seed: int | None
         log(f"[{submission.name}] re-running {len(sample)} of {len(cells)} cells (sample seed {sample_seed}; the "
             f"agent in a child process, counted here): {drawn}")
         reruns = _rerun_any(submission, sample, cell_timeout, limits, unsandboxed, log)
-        rows = [compare(results[cell], rerun, track, exact=exact, z=z) for cell, rerun in zip(sample, reruns)]
+        rows = [compare(results[cell], rerun, track, exact=exact, z=z, same_machine=same_backend(results[cell], here))
+                for cell, rerun in zip(sample, reruns)]
         training: list[dict[str, Any]] = []
         base["evaluation"] = {"checked": len(rows), "cells": len(cells), "how": "re-trained and evaluated here"}
     else:
