@@ -12,7 +12,9 @@ signal; float32 still flushes what falls under about 1e-38 to 0.
 
 Printed: per model (a registered agent's network, at initialisation, one per seed) and corridor length, the
 median over seeds of |∂ gap / ∂ cue| and the fraction of seeds with a signal above 1e-6 of the shortest
-corridor's median, then the per-step factor the signal shrinks by (the geometric mean over the lengths).
+corridor's median, then the per-step factor the signal shrinks by (the geometric mean over the lengths), and
+the fraction of seeds whose initial policy drifts down the longest corridor (:func:`forward_drift`): a cue
+reaches the learner only from seeds that walk to the junction.
 Nothing is trained; each (model, length) is one compiled, vmapped forward pass::
 
     python benchmarks/cue_signal.py                       # the long board's compact models, L = 4 … 256
@@ -31,7 +33,8 @@ import numpy as np
 COMPACT = ("a2c-long-mlp", "a2c-long-lstm", "a2c-long-gru", "a2c-long-linear-attention", "a2c-long-arelit",
            "a2c-long-relit", "a2c-long-relit-convex", "a2c-long-gtrxl-128")
 LENGTHS = (4, 16, 64, 128, 200, 256)
-UP, DOWN, RIGHT = 0, 1, 3  # the T-Maze's actions (memgym.envs.tmaze)
+UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3  # the T-Maze's actions (memgym.envs.tmaze)
+DRIFT = 0.1  # a seed whose initial policy moves forward by more than this per step, on average, walks
 FLOOR = 1e-6  # a signal below this fraction of the shortest corridor's is counted as gone
 
 
@@ -84,6 +87,24 @@ def cue_signal(trainer, length: int, seeds: int) -> np.ndarray:
     return np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(0), seeds)))
 
 
+def forward_drift(trainer, length: int, seeds: int) -> np.ndarray:
+    """The initial policy's mean drift down the corridor, ``p(right) − p(left)`` averaged over the steps of a
+    straight walk before the junction, one per seed (a fresh network and episode each, the seeds of
+    :func:`cue_signal`): whether a seed walks at all is decided by it (docs/reproduction.md, "Exploration"); a
+    lazy random walk (drift 0) covers about √(t/2) cells in t steps."""
+    network = trainer.network
+
+    def one(key):
+        init_key, walk_key = jax.random.split(key)
+        obs = walk(length, walk_key)
+        start = jnp.zeros(length, bool).at[0].set(True)
+        logits, _, _ = network.apply(trainer.init_params(init_key), obs, start, network.initialize_carry())
+        policy = jax.nn.softmax(logits[:-1], axis=-1)
+        return jnp.mean(policy[:, RIGHT] - policy[:, LEFT])
+
+    return np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(0), seeds)))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", nargs="+", default=list(COMPACT), help="registered T-Maze agents (their networks)")
@@ -101,8 +122,10 @@ def main(argv: list[str] | None = None) -> None:
         agents, lengths, seeds = ["a2c-long-mlp", "a2c-long-arelit"], [4, 16], 2
     print(f"|∂ junction logit gap / ∂ cue| at initialisation, median over {seeds} seeds (fraction of seeds above "
           f"{FLOOR:g} of the shortest corridor's median); jax {jax.__version__}, {jax.devices()[0].platform}")
-    print("| agent | " + " | ".join(f"L = {length}" for length in lengths) + " | per step | seconds |")
-    print("|---" * (len(lengths) + 3) + "|")
+    print(f"drifting forward: the fraction of seeds whose initial policy moves down the longest corridor by more than "
+          f"{DRIFT:g} a step on average (p(right) − p(left) along a straight walk)")
+    print("| agent | " + " | ".join(f"L = {length}" for length in lengths) + " | per step | drifting forward | seconds |")
+    print("|---" * (len(lengths) + 4) + "|")
     for spec in agents:
         started = time.perf_counter()
         trainer = trainer_of(spec)
@@ -115,8 +138,9 @@ def main(argv: list[str] | None = None) -> None:
             cells.append(f"{median:.1e} ({np.mean(signal > floor) if floor > 0 else 0.0:.2f})")
         ratio = medians[-1] / medians[0] if medians[0] > 0 else 0.0
         per_step = ratio ** (1.0 / (lengths[-1] - lengths[0])) if ratio > 0 else 0.0
-        print(f"| `{spec}` | " + " | ".join(cells) + f" | {per_step:.3f} | {time.perf_counter() - started:.0f} |",
-              flush=True)
+        drifting = float(np.mean(forward_drift(trainer, lengths[-1], seeds) > DRIFT))
+        print(f"| `{spec}` | " + " | ".join(cells) + f" | {per_step:.3f} | {drifting:.2f} | "
+              f"{time.perf_counter() - started:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

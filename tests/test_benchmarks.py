@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,7 +231,8 @@ def test_inference_cost_without_memax_says_the_row_is_skipped(tmp_path):
 def test_the_cue_signal_is_none_without_memory_kept_by_linear_attention_and_decays_in_a_gru():
     """benchmarks/cue_signal.py measures what it says: a memoryless network's junction does not depend on the cue
     (exactly 0), linear attention, which adds without forgetting, keeps it over 64 steps, and a GRU at
-    initialisation shrinks it geometrically (its update gate keeps about half of its state per step)."""
+    initialisation shrinks it geometrically (its update gate keeps about half of its state per step); and the initial
+    policy's forward drift spreads over seeds with the policy gain √2 and not with 0.01."""
     spec = importlib.util.spec_from_file_location("cue_signal", BENCHMARKS / "cue_signal.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
@@ -241,3 +243,8 @@ def test_the_cue_signal_is_none_without_memory_kept_by_linear_attention_and_deca
     gru = study.trainer_of("a2c-long-gru")
     short, long = (float(study.cue_signal(gru, length, seeds=2).max()) for length in (4, 64))
     assert 0 < long < 1e-4 * short
+    # the initial policy's drift down the corridor: with the long board's policy gain √2 some seeds lean forward
+    # or back; with the short boards' 0.01 every seed's policy is near uniform, a lazy random walk
+    leaning = study.forward_drift(gru, 16, seeds=8)
+    assert np.abs(leaning).max() > 0.05 and np.all(np.abs(leaning) <= 1)
+    assert np.abs(study.forward_drift(study.trainer_of("a2c-tiny-gru"), 16, seeds=8)).max() < 0.01
