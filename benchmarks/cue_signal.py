@@ -34,7 +34,7 @@ COMPACT = ("a2c-long-mlp", "a2c-long-lstm", "a2c-long-gru", "a2c-long-linear-att
            "a2c-long-relit", "a2c-long-relit-convex", "a2c-long-gtrxl-128")
 LENGTHS = (4, 16, 64, 128, 200, 256)
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3  # the T-Maze's actions (memgym.envs.tmaze)
-DRIFT = 0.1  # a seed whose initial policy moves forward by more than this per step, on average, walks
+DRIFT = 0.1  # drifting forward from the start: 100 cells in 1000 steps, where a lazy random walk covers about 22
 FLOOR = 1e-6  # a signal below this fraction of the shortest corridor's is counted as gone
 
 
@@ -90,8 +90,9 @@ def cue_signal(trainer, length: int, seeds: int) -> np.ndarray:
 def forward_drift(trainer, length: int, seeds: int) -> np.ndarray:
     """The initial policy's mean drift down the corridor, ``p(right) − p(left)`` averaged over the steps of a
     straight walk before the junction, one per seed (a fresh network and episode each, the seeds of
-    :func:`cue_signal`): whether a seed walks at all is decided by it (docs/reproduction.md, "Exploration"); a
-    lazy random walk (drift 0) covers about √(t/2) cells in t steps."""
+    :func:`cue_signal`): where a seed's exploration starts (docs/reproduction.md, "Exploration"); a lazy random
+    walk (drift 0) covers about √(t/2) cells in t steps. On the long-corridor sweep it does not predict which
+    seeds walk: that is decided in the first updates."""
     network = trainer.network
 
     def one(key):
